@@ -1,0 +1,46 @@
+"""runcompare: compare ML training runs on a fair axis.
+
+>>> import runcompare as rc                                              # doctest: +SKIP
+>>> runs = rc.load_many(["sample_logs/mamba", "sample_logs/attn"])       # doctest: +SKIP
+>>> runs[0].frame(x="tokens")                                            # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+from .batch import BatchPlan, plan_batch
+from .errors import (
+    InputError,
+    MissingInfoError,
+    NoLogsFoundError,
+    RuncompareError,
+    UnknownMetricError,
+    UsageError,
+)
+from .load import load, load_many
+from .model import BatchConfig, Fact, Finding, RawLog, Run
+
+try:
+    __version__ = version("runcompare")
+except PackageNotFoundError:  # pragma: no cover - running from a source tree
+    __version__ = "0+unknown"
+
+__all__ = [
+    "BatchConfig",
+    "BatchPlan",
+    "Fact",
+    "Finding",
+    "InputError",
+    "MissingInfoError",
+    "NoLogsFoundError",
+    "RawLog",
+    "Run",
+    "RuncompareError",
+    "UnknownMetricError",
+    "UsageError",
+    "__version__",
+    "load",
+    "load_many",
+    "plan_batch",
+]

@@ -1,0 +1,105 @@
+"""Put a source's raw points on every axis: optimizer step, micro-step, samples, tokens, epoch,
+wall time and elapsed time.
+
+Logged counters win over the schedule: ``train/num_input_tokens_seen`` gives tokens and
+``train/consumed_samples`` samples at the steps where they were logged; elsewhere samples and
+tokens come from the (possibly ramped) global batch. Never ``step × final batch`` on a ramp.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from .errors import MissingInfoError
+from .model import AXIS_METRICS, SCALAR_SCHEMA, BatchConfig, RawLog
+
+__all__ = ["normalize", "schedule"]
+
+
+def normalize(raw: RawLog, batch: BatchConfig, *, run: str) -> pl.DataFrame:
+    """The tidy frame of :data:`SCALAR_SCHEMA` for one run: every raw point, all axes."""
+    frame = raw.scalars.with_columns(step=_optimizer_step(raw, batch, run))
+    counters = frame.filter(pl.col("metric").is_in(list(AXIS_METRICS)))
+    points = frame.filter(~pl.col("metric").is_in(list(AXIS_METRICS)))
+    per_step = (counters.with_columns(pl.col("metric").replace_strict(AXIS_METRICS))
+                .group_by("step", "metric").agg(pl.col("value").last())
+                .pivot(on="metric", index="step", values="value"))
+    for column in AXIS_METRICS.values():
+        if column not in per_step.columns:
+            per_step = per_step.with_columns(pl.lit(None, pl.Float64).alias(column))
+    points = points.join(per_step, on="step", how="left")
+    accum = batch.grad_accum.value
+    samples_at, tokens_at = schedule(batch, points.get_column("step"))
+    points = points.with_columns(
+        micro_step=None if accum is None else pl.col("step") * accum,
+        samples=pl.coalesce(pl.col("samples").round().cast(pl.Int64), samples_at),
+        tokens=pl.coalesce(pl.col("tokens").round().cast(pl.Int64), tokens_at),
+        elapsed=_elapsed(points),
+        run=pl.lit(run),
+    )
+    return (points.select([pl.col(c).cast(t) for c, t in SCALAR_SCHEMA.items()])
+            .sort("metric", "step", "wall_time", maintain_order=True, nulls_last=True))
+
+
+def _optimizer_step(raw: RawLog, batch: BatchConfig, run: str) -> pl.Expr:
+    step = pl.col("step")
+    if raw.step_unit in ("optimizer", "log_call"):
+        return step
+    divisor = {"micro": batch.grad_accum, "samples": batch.global_batch,
+               "tokens": batch.tokens_per_step}[raw.step_unit]
+    if divisor.value is None:
+        key = {"micro": "grad_accum", "samples": "global_batch",
+               "tokens": "seq_len"}[raw.step_unit]
+        raise MissingInfoError(
+            f"run {run!r}: {raw.source} logs steps in {raw.step_unit} units and its {key} is "
+            f"unknown; pass --set {run}:{key}=N to convert them to optimizer steps")
+    return step // divisor.value
+
+
+def schedule(batch: BatchConfig, steps: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """Cumulative samples and tokens at the end of each optimizer step, from the batch schedule.
+
+    Constant batch: samples = step × global_batch, tokens = step × tokens_per_step. A ramp
+    ``((0, 512), (50_000, 1024))`` sums each step's own global batch.
+
+    >>> from runcompare.model import Fact
+    >>> b = BatchConfig(global_batch=Fact(4096, "x"), tokens_per_step=Fact(4_194_304, "x"))
+    >>> [s.to_list() for s in schedule(b, pl.Series([23_842]))]
+    [[97656832], [100000595968]]
+    """
+    steps = steps.cast(pl.Int64)
+    seq_len = batch.seq_len.value
+    if batch.ramp:
+        samples = _ramp_samples(batch.ramp, steps)
+        tokens = samples * seq_len if seq_len is not None else pl.Series([None] * len(steps))
+        return samples.alias("samples"), tokens.cast(pl.Int64).alias("tokens")
+    glob, per_step = batch.global_batch.value, batch.tokens_per_step.value
+    samples = steps * glob if glob is not None else pl.Series([None] * len(steps), dtype=pl.Int64)
+    tokens = (steps * per_step if per_step is not None
+              else pl.Series([None] * len(steps), dtype=pl.Int64))
+    return samples.alias("samples"), tokens.alias("tokens")
+
+
+def _ramp_samples(ramp: tuple[tuple[int, int], ...], steps: pl.Series) -> pl.Series:
+    """Σ of each step's global batch for steps 1..s, for a piecewise-constant ramp."""
+    starts = [start for start, _ in ramp]
+    sizes = [size for _, size in ramp]
+    out = pl.Series([0] * len(steps), dtype=pl.Int64)
+    for i, (start, size) in enumerate(zip(starts, sizes)):
+        end = starts[i + 1] if i + 1 < len(starts) else None
+        upper = steps if end is None else steps.clip(upper_bound=end)
+        out = out + (upper - start).clip(lower_bound=0) * size
+    return out
+
+
+def _elapsed(points: pl.DataFrame) -> pl.Expr:
+    """Seconds since the run started, the pauses between resumed legs removed."""
+    legs = (points.group_by("leg").agg(start=pl.col("wall_time").min(),
+                                       end=pl.col("wall_time").max()).sort("leg"))
+    durations = (legs.get_column("end") - legs.get_column("start")).fill_null(0.0)
+    offsets = durations.cum_sum() - durations
+    start_of = dict(zip(legs.get_column("leg").to_list(), legs.get_column("start").to_list()))
+    offset_of = dict(zip(legs.get_column("leg").to_list(), offsets.to_list()))
+    return (pl.col("wall_time")
+            - pl.col("leg").replace_strict(start_of, default=None, return_dtype=pl.Float64)
+            + pl.col("leg").replace_strict(offset_of, default=None, return_dtype=pl.Float64))

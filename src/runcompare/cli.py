@@ -1,0 +1,145 @@
+"""The command line: parse arguments, make one library call, print. ``compare`` is the default
+command, so ``runcompare mamba/ attn/ --x tokens`` works."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from typer.core import TyperGroup
+
+from .analysis import compare as compare_runs
+from .batch import plan_batch
+from .errors import RuncompareError
+from .load import load_many
+from .report import default_report_path, print_comparison, print_plan, print_run, write_report
+
+__all__ = ["app", "main"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class DefaultCommandGroup(TyperGroup):
+    """Routes a first word that is not a command (a run path, an option) to ``compare``."""
+
+    default = "compare"
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = [self.default, *args]
+        return super().parse_args(ctx, args)
+
+
+app = typer.Typer(cls=DefaultCommandGroup, no_args_is_help=True, add_completion=False,
+                  rich_markup_mode=None,
+                  help="Compare ML training runs from their logs on a fair axis.")
+
+Settings = Annotated[list[str], typer.Option(
+    "--set", metavar="[RUN:]KEY=VALUE",
+    help="A fact the logs lack, e.g. seq_len=1024 or attn:grad_accum=8.")]
+SourceOpt = Annotated[str | None, typer.Option(
+    "--source", help="Use only this source of a folder that holds several (e.g. hf-trainer).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+
+
+def _console() -> Console:
+    return Console(highlight=False, width=100 if not sys.stdout.isatty() else None)
+
+
+def _errors(command: F) -> F:
+    """Print a library error as one line on stderr and exit with its code (1 or 2)."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except RuncompareError as exc:
+            Console(stderr=True, highlight=False).print(f"error: {exc}", markup=False)
+            raise typer.Exit(exc.exit_code) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+@app.command()
+@_errors
+def compare(
+    runs: Annotated[list[Path], typer.Argument(help="Run folders or log files.")],
+    x: Annotated[str | None, typer.Option(
+        "--x", help="Axis: step, micro_step, samples, tokens, epoch or elapsed "
+        "(default: tokens, else samples, else step).")] = None,
+    metric: Annotated[list[str], typer.Option("--metric", help="Metric to compare "
+                                              "(repeatable; default: all shared).")] = [],
+    settings: Settings = [],
+    output: Annotated[Path | None, typer.Option(
+        "-o", "--output", help="Report path (default reports/<a>_vs_<b>.html).")] = None,
+    as_json: JsonOpt = False,
+    no_report: Annotated[bool, typer.Option("--no-report", help="Write no HTML report.")] = False,
+    source: SourceOpt = None,
+) -> None:
+    """Compare runs: batch hierarchy, summary of the main metric, findings, HTML report."""
+    comparison = compare_runs(load_many(runs, source=source, settings=settings), x=x,
+                              metrics=metric or None)
+    report = None
+    if not no_report:
+        report = write_report(comparison, output or default_report_path(comparison.runs))
+    if as_json:
+        typer.echo(json.dumps(comparison.to_json(), indent=2, allow_nan=True))
+    else:
+        print_comparison(comparison, _console(), report=str(report) if report else None)
+
+
+@app.command()
+@_errors
+def inspect(
+    run: Annotated[Path, typer.Argument(help="A run folder or log file.")],
+    settings: Settings = [],
+    as_json: JsonOpt = False,
+    source: SourceOpt = None,
+) -> None:
+    """What was found in one run: sources, batch hierarchy (each number with its source)."""
+    (loaded,) = load_many([run], source=source, settings=settings)
+    if as_json:
+        typer.echo(json.dumps(loaded.to_json(), indent=2))
+    else:
+        print_run(loaded, _console())
+
+
+@app.command()
+@_errors
+def batch(
+    per_device: Annotated[int, typer.Option("--per-device", help="Micro-batch per device.")],
+    grad_accum: Annotated[int | None, typer.Option("--grad-accum")] = None,
+    global_batch: Annotated[int | None, typer.Option(
+        "--global-batch", help="Target global batch; accumulation is computed.")] = None,
+    world_size: Annotated[int | None, typer.Option("--world-size")] = None,
+    nodes: Annotated[int | None, typer.Option("--nodes")] = None,
+    devices_per_node: Annotated[int | None, typer.Option("--devices-per-node")] = None,
+    dies_per_device: Annotated[int, typer.Option(
+        "--dies-per-device", help="2 for dual-die cards that PyTorch sees as two devices.")] = 1,
+    tp: Annotated[int, typer.Option("--tp", help="Tensor parallel size.")] = 1,
+    pp: Annotated[int, typer.Option("--pp", help="Pipeline parallel size.")] = 1,
+    cp: Annotated[int, typer.Option("--cp", help="Context parallel size.")] = 1,
+    seq_len: Annotated[int | None, typer.Option("--seq-len")] = None,
+    max_steps: Annotated[int | None, typer.Option("--max-steps")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The batch hierarchy of a configuration: micro, per-device, global, tokens per step."""
+    plan = plan_batch(per_device_batch=per_device, grad_accum=grad_accum,
+                      global_batch=global_batch, world_size=world_size, nodes=nodes,
+                      devices_per_node=devices_per_node, dies_per_device=dies_per_device,
+                      tensor_parallel=tp, pipeline_parallel=pp, context_parallel=cp,
+                      seq_len=seq_len, max_steps=max_steps)
+    if as_json:
+        typer.echo(json.dumps(plan.to_json(), indent=2))
+    else:
+        print_plan(plan, _console())
+
+
+def main() -> None:
+    app()

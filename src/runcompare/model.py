@@ -1,0 +1,265 @@
+"""The data model: facts with their source, the batch hierarchy, findings, raw logs and runs.
+
+A source turns files into a :class:`RawLog` (raw steps in the source's own unit, facts,
+findings); ``resolve`` merges facts into a :class:`BatchConfig`; ``axes`` turns both into a
+:class:`Run` whose ``scalars`` frame carries every point on every axis.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+
+import polars as pl
+
+from .errors import MissingInfoError
+
+if TYPE_CHECKING:
+    import pandas
+
+__all__ = [
+    "AXES",
+    "AXIS_METRICS",
+    "FACT_KINDS",
+    "RAW_SCHEMA",
+    "SCALAR_SCHEMA",
+    "STEP_UNITS",
+    "BatchConfig",
+    "Fact",
+    "Finding",
+    "RawLog",
+    "Run",
+]
+
+T = TypeVar("T")
+
+#: Priority of a fact's origin, lowest first: a higher kind wins in ``resolve``.
+FACT_KINDS = ("hint", "inferred", "logged", "config", "user")
+
+#: What a source's step column counts.
+STEP_UNITS = ("optimizer", "micro", "log_call", "samples", "tokens")
+
+#: The x axes a run can be drawn on (columns of ``Run.scalars``).
+AXES = ("step", "micro_step", "samples", "tokens", "epoch", "elapsed", "wall_time")
+
+#: Logged counters that become axis columns instead of metrics (canonical name -> column).
+AXIS_METRICS = {
+    "train/epoch": "epoch",
+    "train/num_input_tokens_seen": "tokens",
+    "train/consumed_samples": "samples",
+}
+
+#: Columns of ``RawLog.scalars``: one row per logged point, step in the source's unit,
+#: ``leg`` numbers the resumed legs of one run (0 for the first).
+RAW_SCHEMA = {
+    "metric": pl.String,
+    "value": pl.Float64,
+    "step": pl.Int64,
+    "wall_time": pl.Float64,
+    "leg": pl.Int32,
+}
+
+#: Columns of ``Run.scalars`` (DESIGN.md's data model), in order.
+SCALAR_SCHEMA = {
+    "run": pl.String,
+    "metric": pl.String,
+    "value": pl.Float64,
+    "step": pl.Int64,
+    "micro_step": pl.Int64,
+    "samples": pl.Int64,
+    "tokens": pl.Int64,
+    "epoch": pl.Float64,
+    "wall_time": pl.Float64,
+    "elapsed": pl.Float64,
+}
+
+
+@dataclass(frozen=True)
+class Fact(Generic[T]):
+    """One value and where it came from, e.g. ``Fact(8, "trainer_state.json: train_batch_size")``.
+
+    ``value`` is None when nothing supplied it; ``kind`` ranks it against other facts of the
+    same field (see :data:`FACT_KINDS`).
+    """
+
+    value: T | None
+    source: str
+    kind: Literal["hint", "inferred", "logged", "config", "user"] = "logged"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"value": self.value, "source": self.source}
+
+
+UNKNOWN: Fact[Any] = Fact(None, "not found", "hint")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Something a user should know about a run or a comparison; ``code`` is stable kebab-case."""
+
+    level: Literal["info", "warning", "error"]
+    code: str
+    message: str
+    run: str | None = None
+
+    def to_json(self) -> dict[str, str]:
+        return {"level": self.level, "code": self.code, "message": self.message}
+
+
+@dataclass(frozen=True)
+class BatchConfig:
+    """A run's batch hierarchy; every field is a :class:`Fact` (value None when unknown).
+
+    ``per_device_batch`` is the micro-batch (HF's ``per_device_train_batch_size``): sequences in
+    one forward pass on one device. ``global_batch`` and ``tokens_per_step`` are derived by
+    ``resolve`` unless a source logged them. ``ramp`` lists ``(first_step, global_batch)`` pairs
+    when the batch changes over the run (empty for a constant batch).
+    """
+
+    per_device_batch: Fact[int] = UNKNOWN
+    grad_accum: Fact[int] = UNKNOWN
+    world_size: Fact[int] = UNKNOWN
+    tensor_parallel: Fact[int] = UNKNOWN
+    pipeline_parallel: Fact[int] = UNKNOWN
+    context_parallel: Fact[int] = UNKNOWN
+    seq_len: Fact[int] = UNKNOWN
+    global_batch: Fact[int] = UNKNOWN
+    tokens_per_step: Fact[int] = UNKNOWN
+    ramp: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def model_parallel(self) -> int:
+        """Devices that hold one model replica: tensor × pipeline × context parallel."""
+        sizes = (self.tensor_parallel, self.pipeline_parallel, self.context_parallel)
+        product = 1
+        for size in sizes:
+            product *= size.value or 1
+        return product
+
+    @property
+    def data_parallel(self) -> int | None:
+        """Replicas that each see different data: world size ÷ model-parallel size."""
+        world = self.world_size.value
+        return None if world is None else world // self.model_parallel
+
+    @property
+    def per_device_step(self) -> int | None:
+        """Sequences one device contributes to an optimizer step: micro-batch × accumulation."""
+        micro, accum = self.per_device_batch.value, self.grad_accum.value
+        return None if micro is None or accum is None else micro * accum
+
+    def to_json(self) -> dict[str, dict[str, Any]]:
+        keys = ("per_device_batch", "grad_accum", "world_size", "seq_len", "global_batch",
+                "tokens_per_step")
+        return {key: getattr(self, key).to_json() for key in keys}
+
+
+@dataclass
+class RawLog:
+    """What one source read from one run: points in the source's own step unit, and facts.
+
+    ``scalars`` follows :data:`RAW_SCHEMA`; metric names are canonical (``train/loss``) and
+    ``aliases`` maps each canonical name to the name as logged where they differ.
+    """
+
+    source: str
+    path: Path
+    scalars: pl.DataFrame
+    step_unit: str = "optimizer"
+    facts: dict[str, Fact[Any]] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+    files: list[Path] = field(default_factory=list)
+    aliases: dict[str, str] = field(default_factory=dict)
+    name: str | None = None
+
+    @property
+    def points(self) -> int:
+        return self.scalars.height
+
+
+@dataclass
+class Run:
+    """One training run with every logged point on every axis it can be put on."""
+
+    name: str
+    path: Path
+    format: str
+    sources: list[str]
+    step_unit: str
+    batch: BatchConfig
+    scalars: pl.DataFrame
+    facts: dict[str, Fact[Any]] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+    aliases: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def metrics(self) -> list[str]:
+        return sorted(self.scalars.get_column("metric").unique().to_list())
+
+    @property
+    def optimizer_steps(self) -> int:
+        """The last optimizer step the run reached."""
+        logged = self.scalars.get_column("step").max()
+        recorded = self.facts.get("global_step", UNKNOWN).value
+        return max(int(logged or 0), int(recorded or 0))
+
+    @property
+    def micro_steps(self) -> int | None:
+        """Optimizer steps × gradient accumulation (forward/backward passes per device)."""
+        accum = self.batch.grad_accum.value
+        return None if accum is None else self.optimizer_steps * accum
+
+    def total(self, axis: str) -> int | None:
+        """The largest value of a cumulative axis (``samples`` or ``tokens``) the run reached."""
+        value = self.scalars.get_column(axis).max()
+        return None if value is None else int(value)  # type: ignore[arg-type]
+
+    def to_json(self) -> dict[str, Any]:
+        """The object ``runcompare inspect --json`` prints (DESIGN.md's contract)."""
+        return {
+            "name": self.name, "path": str(self.path), "format": self.format,
+            "sources": self.sources, "step_unit": self.step_unit, "batch": self.batch.to_json(),
+            "steps": {"optimizer": self.optimizer_steps, "micro": self.micro_steps},
+            "samples": self.total("samples"), "tokens": self.total("tokens"),
+            "metrics": self.metrics, "points": self.scalars.height,
+            "findings": [f.to_json() for f in self.findings],
+        }
+
+    def frame(self, x: str = "step") -> pl.DataFrame:
+        """The tidy frame (:data:`SCALAR_SCHEMA`) plus an ``x`` column holding the chosen axis.
+
+        Raises :class:`MissingInfoError` when the axis cannot be computed for this run.
+        """
+        require_axis(self, x)
+        return self.scalars.with_columns(pl.col(x).cast(pl.Float64).alias("x"))
+
+    def to_pandas(self, x: str = "step") -> pandas.DataFrame:
+        """:meth:`frame` as a pandas DataFrame (nullable columns keep their nulls)."""
+        return self.frame(x).to_pandas()
+
+
+#: What supplies each axis, for the error a user sees when one is missing.
+_AXIS_FIX = {
+    "micro_step": "the gradient accumulation: pass --set {run}:grad_accum=N",
+    "samples": ("the global batch: pass --set {run}:per_device_batch=N, grad_accum=N and "
+                "world_size=N (or global_batch=N)"),
+    "tokens": ("a sequence length or a logged token counter: pass --set {run}:seq_len=N or "
+               "write `seq_len = N` in a runcompare.toml beside the logs"),
+    "epoch": "a logged epoch",
+    "elapsed": "logged wall times (trainer_state.json has none; TensorBoard and W&B logs do)",
+    "wall_time": "logged wall times (trainer_state.json has none; TensorBoard and W&B logs do)",
+}
+
+
+def require_axis(run: Run, x: str) -> None:
+    """Raise a :class:`MissingInfoError` saying how to supply ``x`` if no point of ``run`` has it."""
+    if x not in AXES:
+        from .errors import UsageError
+
+        raise UsageError(f"unknown axis {x!r}; choose one of {', '.join(AXES)}")
+    if x == "step" or run.scalars.is_empty():
+        return
+    if run.scalars.get_column(x).null_count() == run.scalars.height:
+        fix = _AXIS_FIX[x].format(run=run.name)
+        raise MissingInfoError(f"run {run.name!r} cannot be put on the {x} axis: it needs {fix}")

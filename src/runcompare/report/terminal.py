@@ -1,0 +1,130 @@
+"""The terminal summary: rich tables that fit 100 columns; no colour when not a TTY."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ..analysis import Comparison
+from ..batch import BatchPlan
+from ..model import Fact, Finding, Run
+
+__all__ = ["fmt", "print_comparison", "print_plan", "print_run"]
+
+#: Rows of the batch-hierarchy table: label and how to get the fact of a run.
+_LEVELS = (
+    ("micro-batch", lambda r: r.batch.per_device_batch),
+    ("grad accumulation", lambda r: r.batch.grad_accum),
+    ("per-device batch", lambda r: _derived(r.batch.per_device_step, "micro-batch × accum")),
+    ("world size", lambda r: r.batch.world_size),
+    ("global batch", lambda r: r.batch.global_batch),
+    ("sequence length", lambda r: r.batch.seq_len),
+    ("tokens / step", lambda r: r.batch.tokens_per_step),
+    ("optimizer steps", lambda r: _derived(r.optimizer_steps, "last logged step")),
+    ("micro-steps", lambda r: _derived(r.micro_steps, "optimizer steps × accum")),
+    ("samples", lambda r: _derived(r.total("samples"), "at the last step")),
+    ("tokens", lambda r: _derived(r.total("tokens"), "at the last step")),
+)
+
+
+def _derived(value: int | None, source: str) -> Fact[int]:
+    return Fact(value, source if value is not None else "not found")
+
+
+def fmt(value: float | int | None) -> str:
+    """A number as people read it: thousands separators, 4 significant digits for floats.
+
+    >>> fmt(4194304), fmt(2.34567), fmt(None), fmt(float("nan")), fmt(1.5e9)
+    ('4,194,304', '2.346', '—', 'nan', '1.5e+09')
+    """
+    if value is None:
+        return "—"
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer()
+                                  and abs(value) < 1e15):
+        return f"{int(value):,}"
+    return f"{value:.4g}"
+
+
+def _cell(fact: Fact[int]) -> Text:
+    text = Text(fmt(fact.value))
+    text.append(f"\n{fact.source}", style="dim")
+    return text
+
+
+def batch_table(runs: Sequence[Run]) -> Table:
+    table = Table(title="Batch hierarchy", title_justify="left", show_lines=True)
+    table.add_column("level", no_wrap=True)
+    for run in runs:
+        table.add_column(run.name, overflow="fold", max_width=max(20, 80 // len(runs)))
+    for label, get in _LEVELS:
+        table.add_row(label, *(_cell(get(run)) for run in runs))
+    return table
+
+
+def _findings(console: Console, findings: Sequence[Finding]) -> None:
+    styles = {"error": "bold red", "warning": "yellow", "info": "dim"}
+    for finding in findings:
+        where = f"{finding.run}: " if finding.run else ""
+        console.print(Text(f"{finding.level} [{finding.code}] {where}{finding.message}",
+                           style=styles[finding.level]))
+
+
+def print_run(run: Run, console: Console) -> None:
+    """What ``runcompare inspect`` shows: sources, the hierarchy with sources, metrics."""
+    console.print(Text(f"{run.name}  ({run.path})", style="bold"))
+    console.print(f"format {run.format}; sources {', '.join(run.sources)}; "
+                  f"step unit {run.step_unit}; {run.scalars.height:,} points")
+    console.print(batch_table([run]))
+    console.print(f"metrics: {', '.join(run.metrics)}")
+    _findings(console, run.findings)
+
+
+def print_comparison(comparison: Comparison, console: Console,
+                     report: str | None = None) -> None:
+    """The compare summary: batch hierarchy, the main metric's numbers, findings."""
+    console.print(batch_table(comparison.runs))
+    if comparison.main is not None:
+        console.print(summary_table(comparison, comparison.main))
+    _findings(console, comparison.findings)
+    if report:
+        console.print(f"report: {report}")
+
+
+def summary_table(comparison: Comparison, metric: str) -> Table:
+    rows = comparison.summary.filter(metric=metric)
+    budget, target = rows.get_column("budget")[0], rows.get_column("target")[0]
+    table = Table(title=f"{metric} on {comparison.x}", title_justify="left")
+    for column in ("run", "final", "best", f"at {comparison.x} {fmt(budget)}",
+                   f"{comparison.x} to {fmt(target)}"):
+        table.add_column(column, justify="left" if column == "run" else "right")
+    for row in rows.iter_rows(named=True):
+        table.add_row(row["run"], *(fmt(row[k]) for k in ("final", "best", "at_common_budget",
+                                                           "x_to_target")))
+    return table
+
+
+def print_plan(plan: BatchPlan, console: Console) -> None:
+    """What ``runcompare batch`` shows: the four levels, then the run's totals."""
+    table = Table(title="Batch hierarchy", title_justify="left")
+    table.add_column("level")
+    table.add_column("value", justify="right")
+    table.add_column("arithmetic", style="dim")
+    rows = (
+        ("micro-batch", plan.per_device_batch, "sequences per forward pass per device"),
+        ("per-device batch", plan.per_device_batch * plan.grad_accum,
+         f"{plan.per_device_batch} × accumulation {plan.grad_accum}"),
+        ("global batch", plan.global_batch,
+         f"× data parallel {plan.data_parallel} (world {plan.world_size})"),
+        ("tokens per step", plan.tokens_per_step, f"× sequence length {fmt(plan.seq_len)}"),
+        ("optimizer steps", plan.max_steps, ""),
+        ("micro-steps", plan.micro_steps, f"optimizer steps × {plan.grad_accum}"),
+        ("total samples", plan.total_samples, "optimizer steps × global batch"),
+        ("total tokens", plan.total_tokens, "optimizer steps × tokens per step"),
+    )
+    for label, value, how in rows:
+        table.add_row(label, fmt(value), how)
+    console.print(table)
+    _findings(console, plan.findings)

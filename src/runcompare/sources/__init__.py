@@ -1,0 +1,54 @@
+"""Log formats: one module per format behind one small protocol, and one registry.
+
+A source module has ``sniff(path) -> bool`` (cheap: does this path hold my files?) and
+``read(path) -> RawLog`` (never guesses a batch size: it reports facts and its step unit).
+A module whose format can hold several runs under one path (a TensorBoard logdir, a ``wandb/``
+folder) also has ``expand(path) -> list[Path]``, the run roots it finds there.
+
+Adding a format = one module + one line in :data:`REGISTRY`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+from ..errors import InputError, NoLogsFoundError, UsageError
+from ..model import RawLog
+from . import hf_trainer
+
+__all__ = ["REGISTRY", "Source", "detect"]
+
+
+class Source(Protocol):
+    def sniff(self, path: Path) -> bool: ...
+
+    def read(self, path: Path) -> RawLog: ...
+
+
+#: Source name (as in ``--source`` and the JSON ``format``) -> module, most preferred first.
+REGISTRY: dict[str, Source] = {
+    "hf-trainer": hf_trainer,
+}
+
+
+def detect(path: Path, *, source: str | None = None) -> dict[str, Source]:
+    """The sources that hold logs under ``path``, in registry order.
+
+    Raises :class:`InputError` for a missing path and :class:`NoLogsFoundError` when no source
+    (or not the one asked for with ``source``) recognises it.
+    """
+    if not path.exists():
+        raise InputError(f"{path}: no such file or directory")
+    if source is not None and source not in REGISTRY:
+        raise UsageError(f"unknown source {source!r}; choose one of {', '.join(REGISTRY)}")
+    names = [source] if source else list(REGISTRY)
+    found = {name: REGISTRY[name] for name in names if REGISTRY[name].sniff(path)}
+    if not found:
+        looked_for = "; ".join(f"{name}: {_describe(REGISTRY[name])}" for name in names)
+        raise NoLogsFoundError(f"{path}: no training logs found (looked for {looked_for})")
+    return found
+
+
+def _describe(module: Source) -> str:
+    return (module.__doc__ or "").strip().splitlines()[0].rstrip(".")

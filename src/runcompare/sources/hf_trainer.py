@@ -1,0 +1,186 @@
+"""HF Trainer output dir: trainer_state.json at its root or in checkpoint-N/.
+
+``log_history`` entries carry ``step`` = global_step, the optimizer step. Each key is renamed
+as the Trainer names it in TensorBoard (``eval_x`` -> ``eval/x``, ``test_x`` -> ``test/x``,
+others -> ``train/x``). Facts: ``train_batch_size`` (the per-process micro-batch, not the
+global batch), ``max_steps``, ``logging_steps``, ``eval_steps``, ``global_step``, the final
+``num_input_tokens_seen`` and the end-of-training rates from which ``resolve`` may infer the
+global batch. ``training_args.bin`` is a pickle and is never loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from ..errors import InputError
+from ..model import RAW_SCHEMA, Fact, Finding, RawLog
+
+__all__ = ["canonical_name", "read", "sniff"]
+
+STATE = "trainer_state.json"
+_CHECKPOINT = re.compile(r"checkpoint-(\d+)$")
+#: Keys of a log entry that are not metrics.
+_NOT_METRICS = {"step"}
+#: Top-level keys of trainer_state.json reported as facts, with the fact name.
+_STATE_FACTS = {"train_batch_size": "per_device_batch", "max_steps": "max_steps",
+                "logging_steps": "logging_steps", "eval_steps": "eval_steps",
+                "global_step": "global_step", "num_input_tokens_seen": "tokens_seen",
+                "num_train_epochs": "num_train_epochs", "total_flos": "total_flos"}
+_RATES = ("train_samples_per_second", "train_steps_per_second")
+
+
+def sniff(path: Path) -> bool:
+    return bool(_candidates(path))
+
+
+def canonical_name(key: str) -> str:
+    """The Trainer's TensorBoard name of a log key.
+
+    >>> canonical_name("eval_loss"), canonical_name("loss"), canonical_name("test_acc")
+    ('eval/loss', 'train/loss', 'test/acc')
+    """
+    for prefix in ("eval", "test"):
+        if key.startswith(prefix + "_"):
+            return f"{prefix}/{key[len(prefix) + 1:]}"
+    return f"train/{key}"
+
+
+def read(path: Path) -> RawLog:
+    """Read the most complete trainer_state.json under ``path`` (most steps, then most entries)."""
+    findings: list[Finding] = []
+    states = []
+    for file in _candidates(path):
+        state, damage = _load(file)
+        if damage is not None:
+            findings.append(damage)
+        if state is not None:
+            states.append((file, state))
+    if not states:
+        raise InputError(findings[0].message if findings else f"{path}: no {STATE} found")
+    file, state = max(states, key=lambda item: (_int(item[1].get("global_step")),
+                                                 len(item[1].get("log_history", []))))
+    history = state.get("log_history") or []
+    scalars, aliases = _scalars(history)
+    return RawLog(source="hf-trainer", path=path, scalars=scalars, step_unit="optimizer",
+                  facts=_facts(state, history, file), findings=findings,
+                  files=[f for f, _ in states], aliases=aliases)
+
+
+def _candidates(path: Path) -> list[Path]:
+    if path.is_file():
+        return [path] if path.name == STATE else []
+    if not path.is_dir():
+        return []
+    found = [path / STATE] if (path / STATE).is_file() else []
+    checkpoints = [p for p in path.glob(f"checkpoint-*/{STATE}")
+                   if _CHECKPOINT.search(p.parent.name)]
+    return found + sorted(checkpoints, key=lambda p: int(p.parent.name.rsplit("-", 1)[1]))
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) else 0
+
+
+def _load(file: Path) -> tuple[dict[str, Any] | None, Finding | None]:
+    """The parsed state, or what can be salvaged of a damaged one and a finding saying where."""
+    try:
+        text = file.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise InputError(f"{file}: cannot be read ({exc.strerror})") from exc
+    try:
+        state = json.loads(text)
+    except json.JSONDecodeError as exc:
+        where = f"line {exc.lineno} column {exc.colno} (byte {exc.pos})"
+        salvaged = _salvage(text)
+        if salvaged is None:
+            return None, Finding("error", "damaged-input",
+                                 f"{file}: not valid JSON at {where}: {exc.msg}; "
+                                 "restore the file or point runcompare at another checkpoint")
+        return salvaged, Finding(
+            "warning", "damaged-input",
+            f"{file}: damaged at {where} ({exc.msg}); kept the "
+            f"{len(salvaged['log_history'])} complete log_history entries before it")
+    if not isinstance(state, dict) or not isinstance(state.get("log_history", []), list):
+        return None, Finding("error", "damaged-input",
+                             f"{file}: not a trainer_state.json (no log_history list); "
+                             "point runcompare at the Trainer's output_dir")
+    return state, None
+
+
+def _salvage(text: str) -> dict[str, Any] | None:
+    """The complete ``log_history`` entries (and scalar fields) before the damage, if any."""
+    start = text.find('"log_history"')
+    bracket = text.find("[", start)
+    if start < 0 or bracket < 0:
+        return None
+    decoder = json.JSONDecoder()
+    entries: list[Any] = []
+    pos = bracket + 1
+    while True:
+        pos = _skip(text, pos, " \t\r\n,")
+        try:
+            entry, pos = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError:
+            break
+        entries.append(entry)
+    fields = re.findall(r'^\s*"(\w+)":\s*(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\s*,?\s*$', text,
+                        re.MULTILINE)
+    state: dict[str, Any] = {key: json.loads(value) for key, value in fields}
+    state["log_history"] = [e for e in entries if isinstance(e, dict)]
+    return state
+
+
+def _skip(text: str, pos: int, chars: str) -> int:
+    while pos < len(text) and text[pos] in chars:
+        pos += 1
+    return pos
+
+
+def _scalars(history: list[Any]) -> tuple[pl.DataFrame, dict[str, str]]:
+    metrics: list[str] = []
+    values: list[float] = []
+    steps: list[int] = []
+    aliases: dict[str, str] = {}
+    for entry in history:
+        if not isinstance(entry, dict) or not isinstance(entry.get("step"), int):
+            continue
+        for key, value in entry.items():
+            if key in _NOT_METRICS or not _is_number(value):
+                continue
+            name = canonical_name(key)
+            aliases[name] = key
+            metrics.append(name)
+            values.append(float(value))
+            steps.append(entry["step"])
+    frame = pl.DataFrame({"metric": metrics, "value": values, "step": steps},
+                         schema={k: RAW_SCHEMA[k] for k in ("metric", "value", "step")})
+    frame = frame.with_columns(pl.lit(None, RAW_SCHEMA["wall_time"]).alias("wall_time"),
+                               pl.lit(0, RAW_SCHEMA["leg"]).alias("leg"))
+    return frame, aliases
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _facts(state: dict[str, Any], history: list[Any], file: Path) -> dict[str, Fact[Any]]:
+    where = f"{file.parent.name}/{STATE}" if _CHECKPOINT.search(file.parent.name) else STATE
+    facts: dict[str, Fact[Any]] = {}
+    for key, name in _STATE_FACTS.items():
+        value = state.get(key)
+        if _is_number(value) and (value > 0 or key == "global_step"):
+            facts[name] = Fact(value, f"{where}: {key}", "logged")
+    summary = next((e for e in reversed(history) if isinstance(e, dict)
+                    and all(_is_number(e.get(k)) for k in _RATES)), None)
+    if summary is not None:
+        for key in _RATES:
+            if math.isfinite(summary[key]):
+                facts[key] = Fact(summary[key], f"{where}: log_history[step {summary.get('step')}]"
+                                  f".{key}", "logged")
+    return facts
