@@ -8,17 +8,22 @@ from pathlib import Path
 from typing import Any
 
 from .axes import normalize
+from .cache import read_cached
 from .errors import InputError, UsageError
+from .legs import resolve_legs
 from .model import Fact, Finding, RawLog, Run
 from .resolve import merge_facts, parse_settings, read_sidecar, resolve_batch, user_fact
-from .sources import detect
+from .sources import Source, detect
 
-__all__ = ["load", "load_many"]
+__all__ = ["expand", "load", "load_many"]
 
 
 def load(path: str | Path, *, name: str | None = None, source: str | None = None,
-         **facts: Any) -> Run:
+         duplicates: str = "keep-last", cache: bool = True, **facts: Any) -> Run:
     """Read one run from ``path``; ``facts`` (e.g. ``seq_len=1024``) override what the logs say.
+
+    ``duplicates`` says what to do with steps a restarted leg logged again (``keep-last``,
+    ``keep-first``, ``all``); ``cache=False`` rereads every file.
 
     >>> run = load("sample_logs/attn")                                  # doctest: +SKIP
     >>> run.frame(x="tokens").filter(metric="train/loss")               # doctest: +SKIP
@@ -26,33 +31,59 @@ def load(path: str | Path, *, name: str | None = None, source: str | None = None
     user = {key: user_fact(key, value, source="load()") for key, value in facts.items()}
     if name is not None:
         user["name"] = Fact(name, "load()", "user")
-    return _load(Path(path), source=source, user=user)
+    path = Path(path)
+    return _load(path, source=source, user=user, default=_folder_name(path),
+                 duplicates=duplicates, cache=cache)
 
 
 def load_many(paths: Iterable[str | Path], *, source: str | None = None,
-              settings: Iterable[str] = (), **facts: Any) -> list[Run]:
-    """Read several runs. ``settings`` are ``--set`` strings (``KEY=VALUE`` for every run,
-    ``RUN:KEY=VALUE`` for the run named RUN); ``facts`` apply to every run."""
+              settings: Iterable[str] = (), duplicates: str = "keep-last", cache: bool = True,
+              **facts: Any) -> list[Run]:
+    """Read the runs under ``paths`` (a folder of several runs gives one run per subfolder).
+
+    ``settings`` are ``--set`` strings (``KEY=VALUE`` for every run, ``RUN:KEY=VALUE`` for the
+    run named RUN); ``facts`` apply to every run.
+    """
     per_run = parse_settings(settings)
     common = {key: user_fact(key, value, source="load_many()") for key, value in facts.items()}
     common.update(per_run.pop(None, {}))
-    paths = [Path(p) for p in paths]
-    names = _names(paths)
+    roots = [(root, name) for path in paths for root, name in expand(Path(path), source=source)]
+    names = _unique([name for _, name in roots], [root for root, _ in roots])
     unknown = set(per_run) - set(names)
     if unknown:
         raise UsageError(f"--set names no run called {', '.join(sorted(unknown))}; the runs "
                          f"are {', '.join(names)}")
-    return [_load(path, source=source, user={**common, **per_run.get(run, {})}, default=run)
-            for path, run in zip(paths, names)]
+    return [_load(root, source=source, user={**common, **per_run.get(name, {})}, default=name,
+                  duplicates=duplicates, cache=cache)
+            for (root, _), name in zip(roots, names)]
 
 
-def _names(paths: list[Path]) -> list[str]:
-    """Folder names, made unique by their parent folder where two runs share one."""
-    names = [_folder_name(p) for p in paths]
-    for i, name in enumerate(names):
-        if names.count(name) > 1:
-            names[i] = f"{paths[i].resolve().parent.name}/{name}"
-    return names
+def expand(path: Path, *, source: str | None = None) -> list[tuple[Path, str]]:
+    """The runs under ``path`` with their default names.
+
+    A path that a single-run format claims (an HF output dir) is one run named after its
+    folder; otherwise the format that sees the most runs there (a TensorBoard logdir with one
+    subfolder per run, a ``wandb/`` folder) splits it, each run named after its subfolder.
+    """
+    modules = detect(path, source=source).values()
+    splits = [module.expand(path) for module in modules if hasattr(module, "expand")]
+    if len(splits) < len(modules) or not splits or max(map(len, splits)) < 2:
+        return [(path, _folder_name(path))]
+    roots = max(splits, key=len)
+    return [(root, _relative_name(root, path)) for root in roots]
+
+
+def _relative_name(root: Path, base: Path) -> str:
+    try:
+        return root.relative_to(base).as_posix()
+    except ValueError:
+        return root.name
+
+
+def _unique(names: list[str], paths: list[Path]) -> list[str]:
+    """Names made unique by their parent folder where two runs share one."""
+    return [f"{paths[i].resolve().parent.name}/{name}" if names.count(name) > 1 else name
+            for i, name in enumerate(names)]
 
 
 def _folder_name(path: Path) -> str:
@@ -63,36 +94,40 @@ def _folder_name(path: Path) -> str:
     return folder.name
 
 
-def _load(path: Path, *, source: str | None, user: Mapping[str, Fact[Any]],
-          default: str | None = None) -> Run:
-    raws, findings = _read_all(path, source)
+def _load(path: Path, *, source: str | None, user: Mapping[str, Fact[Any]], default: str,
+          duplicates: str, cache: bool) -> Run:
+    raws, findings = _read_all(detect(path, source=source), path, cache)
     chosen = max(raws, key=lambda raw: raw.points)  # first (preferred) source on a tie
     folder = path if path.is_dir() else path.parent
-    name = (user.get("name") or Fact(None, "")).value or default or chosen.name \
-        or _folder_name(path)
+    name = (user.get("name") or Fact(None, "")).value or default
     sidecars = [read_sidecar(f) for f in (folder, folder.parent)]
     sidecar = [s.get(key, {}) for s in sidecars for key in (name, None)]
     facts, conflicts = merge_facts(user, *sidecar, *(raw.facts for raw in raws), run=name)
     batch, derived = resolve_batch(facts, run=name)
+    kept, dropped = resolve_legs(chosen.scalars, policy=duplicates, starts=chosen.leg_starts,
+                                 run=name)
+    chosen.scalars = kept
     scalars = normalize(chosen, batch, run=name)
     if len(raws) > 1:
         findings.append(Finding("info", "sources-merged",
                                 f"points from {chosen.source}; facts from "
                                 f"{', '.join(raw.source for raw in raws)}", name))
     findings += [f if f.run else Finding(f.level, f.code, f.message, name)
-                 for f in (*(f for raw in raws for f in raw.findings), *conflicts, *derived)]
+                 for f in (*(f for raw in raws for f in raw.findings), *conflicts, *derived,
+                           *dropped)]
     return Run(name=name, path=path, format=chosen.source, sources=[r.source for r in raws],
                step_unit=chosen.step_unit, batch=batch, scalars=scalars, facts=facts,
                findings=findings, aliases=chosen.aliases)
 
 
-def _read_all(path: Path, source: str | None) -> tuple[list[RawLog], list[Finding]]:
+def _read_all(modules: Mapping[str, Source], path: Path,
+              cache: bool) -> tuple[list[RawLog], list[Finding]]:
     """Every source's reading of ``path``; a source that fails is reported while another reads."""
     raws: list[RawLog] = []
     failures: list[InputError] = []
-    for module in detect(path, source=source).values():
+    for name, module in modules.items():
         try:
-            raws.append(module.read(path))
+            raws.append(read_cached(name, module, path, enabled=cache))
         except InputError as exc:
             failures.append(exc)
     if not raws:

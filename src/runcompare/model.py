@@ -160,7 +160,8 @@ class RawLog:
     """What one source read from one run: points in the source's own step unit, and facts.
 
     ``scalars`` follows :data:`RAW_SCHEMA`; metric names are canonical (``train/loss``) and
-    ``aliases`` maps each canonical name to the name as logged where they differ.
+    ``aliases`` maps each canonical name to the name as logged where they differ. A source
+keeps every point of every leg (restart); ``legs.resolve_legs`` decides which survive.
     """
 
     source: str
@@ -172,6 +173,9 @@ class RawLog:
     files: list[Path] = field(default_factory=list)
     aliases: dict[str, str] = field(default_factory=dict)
     name: str | None = None
+    #: leg -> first step that leg may log, where the source knows it (TensorBoard purge_step,
+    #: a resume checkpoint + 1); otherwise a leg starts at its first logged step.
+    leg_starts: dict[int, int] = field(default_factory=dict)
 
     @property
     def points(self) -> int:

@@ -1,7 +1,9 @@
 """Log formats: one module per format behind one small protocol, and one registry.
 
-A source module has ``sniff(path) -> bool`` (cheap: does this path hold my files?) and
-``read(path) -> RawLog`` (never guesses a batch size: it reports facts and its step unit).
+A source module has ``sniff(path) -> bool`` (cheap: does this path hold my files?),
+``files(path) -> list[Path]`` (the files ``read`` would read; the cache checks their sizes and
+mtimes) and ``read(path) -> RawLog`` (never guesses a batch size: it reports facts and its
+step unit, and keeps every point of every leg).
 A module whose format can hold several runs under one path (a TensorBoard logdir, a ``wandb/``
 folder) also has ``expand(path) -> list[Path]``, the run roots it finds there.
 
@@ -22,6 +24,8 @@ __all__ = ["REGISTRY", "Source", "detect"]
 
 class Source(Protocol):
     def sniff(self, path: Path) -> bool: ...
+
+    def files(self, path: Path) -> list[Path]: ...
 
     def read(self, path: Path) -> RawLog: ...
 

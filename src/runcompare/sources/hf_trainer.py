@@ -21,7 +21,7 @@ import polars as pl
 from ..errors import InputError
 from ..model import RAW_SCHEMA, Fact, Finding, RawLog
 
-__all__ = ["canonical_name", "read", "sniff"]
+__all__ = ["canonical_name", "files", "read", "sniff"]
 
 STATE = "trainer_state.json"
 _CHECKPOINT = re.compile(r"checkpoint-(\d+)$")
@@ -36,7 +36,7 @@ _RATES = ("train_samples_per_second", "train_steps_per_second")
 
 
 def sniff(path: Path) -> bool:
-    return bool(_candidates(path))
+    return bool(files(path))
 
 
 def canonical_name(key: str) -> str:
@@ -55,7 +55,7 @@ def read(path: Path) -> RawLog:
     """Read the most complete trainer_state.json under ``path`` (most steps, then most entries)."""
     findings: list[Finding] = []
     states = []
-    for file in _candidates(path):
+    for file in files(path):
         state, damage = _load(file)
         if damage is not None:
             findings.append(damage)
@@ -72,7 +72,8 @@ def read(path: Path) -> RawLog:
                   files=[f for f, _ in states], aliases=aliases)
 
 
-def _candidates(path: Path) -> list[Path]:
+def files(path: Path) -> list[Path]:
+    """trainer_state.json at the root and in each checkpoint-N/, in step order."""
     if path.is_file():
         return [path] if path.name == STATE else []
     if not path.is_dir():
