@@ -13,7 +13,21 @@ import polars as pl
 from .errors import MissingInfoError
 from .model import AXIS_METRICS, SCALAR_SCHEMA, BatchConfig, RawLog
 
-__all__ = ["normalize", "schedule"]
+__all__ = ["axis_sources", "normalize", "schedule"]
+
+
+def axis_sources(raw: RawLog, batch: BatchConfig) -> dict[str, str]:
+    """Where the samples and tokens axes of a run come from: a logged counter or the schedule."""
+    logged = set(raw.scalars.get_column("metric").unique().to_list())
+    out = {}
+    for column, per_step in (("samples", batch.global_batch), ("tokens", batch.tokens_per_step)):
+        counter = next(m for m, c in AXIS_METRICS.items() if c == column)
+        if counter in logged:
+            out[column] = f"logged counter {raw.aliases.get(counter, counter)}"
+        elif per_step.value is not None:
+            per = "global_batch" if column == "samples" else "tokens_per_step"
+            out[column] = f"schedule: step × {per}"
+    return out
 
 
 def normalize(raw: RawLog, batch: BatchConfig, *, run: str) -> pl.DataFrame:

@@ -60,7 +60,7 @@ def _errors(command: F) -> F:
         try:
             return command(*args, **kwargs)
         except RuncompareError as exc:
-            Console(stderr=True, highlight=False).print(f"error: {exc}", markup=False)
+            typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(exc.exit_code) from None
 
     return wrapper  # type: ignore[return-value]

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .axes import normalize
+from .axes import axis_sources, normalize
 from .cache import read_cached
 from .errors import InputError, UsageError
 from .legs import resolve_legs
@@ -117,7 +117,8 @@ def _load(path: Path, *, source: str | None, user: Mapping[str, Fact[Any]], defa
                            *dropped)]
     return Run(name=name, path=path, format=chosen.source, sources=[r.source for r in raws],
                step_unit=chosen.step_unit, batch=batch, scalars=scalars, facts=facts,
-               findings=findings, aliases=chosen.aliases)
+               findings=findings, aliases=chosen.aliases,
+               axis_sources=axis_sources(chosen, batch))
 
 
 def _read_all(modules: Mapping[str, Source], path: Path,

@@ -196,6 +196,8 @@ class Run:
     facts: dict[str, Fact[Any]] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
     aliases: dict[str, str] = field(default_factory=dict)
+    #: axis column -> where its values come from ("logged counter ...", "schedule: ...").
+    axis_sources: dict[str, str] = field(default_factory=dict)
 
     @property
     def metrics(self) -> list[str]:

@@ -18,20 +18,27 @@ __all__ = ["fmt", "print_comparison", "print_plan", "print_run"]
 _LEVELS = (
     ("micro-batch", lambda r: r.batch.per_device_batch),
     ("grad accumulation", lambda r: r.batch.grad_accum),
-    ("per-device batch", lambda r: _derived(r.batch.per_device_step, "micro-batch × accum")),
+    ("per-device batch", lambda r: _derived(r.batch.per_device_step,
+                                            "derived: micro-batch × grad_accum")),
     ("world size", lambda r: r.batch.world_size),
     ("global batch", lambda r: r.batch.global_batch),
     ("sequence length", lambda r: r.batch.seq_len),
     ("tokens / step", lambda r: r.batch.tokens_per_step),
-    ("optimizer steps", lambda r: _derived(r.optimizer_steps, "last logged step")),
-    ("micro-steps", lambda r: _derived(r.micro_steps, "optimizer steps × accum")),
-    ("samples", lambda r: _derived(r.total("samples"), "at the last step")),
-    ("tokens", lambda r: _derived(r.total("tokens"), "at the last step")),
+    ("optimizer steps", lambda r: Fact(r.optimizer_steps, "last logged step")),
+    ("micro-steps", lambda r: _derived(r.micro_steps, "derived: optimizer steps × grad_accum")),
+    ("samples", lambda r: _total(r, "samples")),
+    ("tokens", lambda r: _total(r, "tokens")),
 )
 
 
 def _derived(value: int | None, source: str) -> Fact[int]:
-    return Fact(value, source if value is not None else "not found")
+    return Fact(value, source, "inferred") if value is not None else Fact(None, "not found")
+
+
+def _total(run: Run, axis: str) -> Fact[int]:
+    source = run.axis_sources.get(axis, "not found")
+    kind = "logged" if source.startswith("logged") else "inferred"
+    return Fact(run.total(axis), source.replace("schedule", "derived"), kind)
 
 
 def fmt(value: float | int | None) -> str:
@@ -48,19 +55,48 @@ def fmt(value: float | int | None) -> str:
     return f"{value:.4g}"
 
 
+def origin(fact: Fact[object]) -> str:
+    """A one-word origin of a fact for narrow tables: set, config, logged, derived, inferred.
+
+    >>> origin(Fact(2, "derived: global_batch ÷ (per_device_batch × grad_accum)", "inferred"))
+    'derived'
+    """
+    if fact.value is None:
+        return ""
+    if fact.kind == "user":
+        return "set"
+    if fact.kind == "inferred":
+        return "derived" if fact.source.startswith("derived") else "inferred"
+    return fact.kind
+
+
 def _cell(fact: Fact[int]) -> Text:
     text = Text(fmt(fact.value))
-    text.append(f"\n{fact.source}", style="dim")
+    if origin(fact):
+        text.append(f" {origin(fact)}", style="dim")
     return text
 
 
 def batch_table(runs: Sequence[Run]) -> Table:
-    table = Table(title="Batch hierarchy", title_justify="left", show_lines=True)
+    """Levels down, runs across; each number tagged with its origin (inspect shows sources)."""
+    table = Table(title="Batch hierarchy", title_justify="left")
     table.add_column("level", no_wrap=True)
     for run in runs:
-        table.add_column(run.name, overflow="fold", max_width=max(20, 80 // len(runs)))
+        table.add_column(run.name, justify="right", overflow="fold")
     for label, get in _LEVELS:
         table.add_row(label, *(_cell(get(run)) for run in runs))
+    return table
+
+
+def sources_table(run: Run) -> Table:
+    """One run's hierarchy with the full source of every number."""
+    table = Table(title="Batch hierarchy", title_justify="left")
+    table.add_column("level", no_wrap=True)
+    table.add_column("value", justify="right", no_wrap=True)
+    table.add_column("source", style="dim", overflow="fold")
+    for label, get in _LEVELS:
+        fact = get(run)
+        table.add_row(label, fmt(fact.value), fact.source)
     return table
 
 
@@ -77,7 +113,7 @@ def print_run(run: Run, console: Console) -> None:
     console.print(Text(f"{run.name}  ({run.path})", style="bold"))
     console.print(f"format {run.format}; sources {', '.join(run.sources)}; "
                   f"step unit {run.step_unit}; {run.scalars.height:,} points")
-    console.print(batch_table([run]))
+    console.print(sources_table(run))
     console.print(f"metrics: {', '.join(run.metrics)}")
     _findings(console, run.findings)
 

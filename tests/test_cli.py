@@ -1,0 +1,115 @@
+"""The command line end to end on the sample runs: contracts, exit codes, messages."""
+
+from __future__ import annotations
+
+from .conftest import DATA, SAMPLES
+
+RUNS = (SAMPLES / "mamba", SAMPLES / "attn")
+
+
+def test_compare_is_the_default_command_and_writes_the_report(cli, tmp_path):
+    report = tmp_path / "out.html"
+    result = cli(*RUNS, "--x", "tokens", "-o", report)
+    assert result.exit_code == 0, result.stderr
+    assert report.stat().st_size > 1_000_000  # plotly.js is embedded
+    for text in ("Batch hierarchy", "mamba", "attn", "1,024", "eval/loss on tokens",
+                 f"report: {report}"):
+        assert text in result.stdout
+
+
+def test_compare_json_contract(cli, tmp_path):
+    out = cli.json(*RUNS, "--x", "tokens", "-o", tmp_path / "r.html")
+    assert set(out) == {"x", "runs", "summary", "findings"} and out["x"] == "tokens"
+    runs = {run["name"]: run for run in out["runs"]}
+    assert set(runs) == {"mamba", "attn"}
+    for run in runs.values():
+        assert set(run) == {"name", "path", "format", "sources", "step_unit", "batch", "steps",
+                            "samples", "tokens", "metrics", "points", "findings"}
+        assert run["batch"]["global_batch"]["value"] == 16
+        assert run["batch"]["tokens_per_step"]["value"] == 1024
+        assert run["tokens"] == run["steps"]["optimizer"] * 1024
+    assert {row["run"] for row in out["summary"]} == {"mamba", "attn"}
+    assert set(out["summary"][0]) == {"run", "metric", "final", "best", "at_common_budget",
+                                      "x_to_target"}
+    assert out["summary"][0]["metric"] == "eval/loss"
+
+
+def test_equal_tokens_at_equal_optimizer_steps(cli, tmp_path):
+    import runcompare as rc
+
+    mamba, attn = rc.load_many(RUNS)
+    left = mamba.frame(x="tokens").filter(metric="train/loss").select("step", "tokens")
+    right = attn.frame(x="tokens").filter(metric="train/loss").select("step", "tokens")
+    assert left.equals(right) and left.height == 20
+
+
+def test_no_report_writes_nothing(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli(*RUNS, "--no-report").exit_code == 0
+    assert not (tmp_path / "reports").exists()
+
+
+def test_default_report_path(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli(*RUNS).exit_code == 0
+    assert (tmp_path / "reports" / "mamba_vs_attn.html").is_file()
+
+
+def test_inspect_json_contract(cli):
+    out = cli.json("inspect", SAMPLES / "attn")
+    assert out["name"] == "attn" and out["format"] == "hf-trainer"
+    assert out["step_unit"] == "optimizer" and out["steps"]["optimizer"] == 100
+    assert out["batch"]["per_device_batch"] == {
+        "value": 2, "source": "trainer_state.json: train_batch_size"}
+    assert out["batch"]["seq_len"] == {"value": 64, "source": "runcompare.toml: seq_len"}
+    assert "train/loss" in out["metrics"] and out["points"] > 0
+
+
+def test_set_overrides_per_run(cli):
+    out = cli.json("inspect", SAMPLES / "attn", "--set", "attn:seq_len=128")
+    assert out["batch"]["seq_len"] == {"value": 128, "source": "--set"}
+    assert out["batch"]["tokens_per_step"]["value"] == 16 * 128
+
+
+def _fails(result, code, *texts):
+    assert result.exit_code == code, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stdout + result.stderr
+    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
+    for text in texts:
+        assert text in result.stderr
+
+
+def test_missing_path(cli, tmp_path):
+    _fails(cli(tmp_path / "nope"), 1, "nope: no such file or directory")
+
+
+def test_folder_without_logs_says_what_was_looked_for(cli, tmp_path):
+    _fails(cli("inspect", tmp_path), 1, "no training logs found", "trainer_state.json")
+
+
+def test_tokens_without_sequence_length_names_the_fix(cli):
+    _fails(cli(DATA / "hf_ddp", "--x", "tokens"), 1, "hf_ddp", "--set hf_ddp:seq_len=N",
+           "runcompare.toml")
+
+
+def test_unknown_metric_lists_the_available_ones(cli):
+    _fails(cli(*RUNS, "--metric", "eval/acc", "--no-report"), 1,
+           "no run logged metric 'eval/acc'", "available: eval/loss")
+
+
+def test_bad_set_is_a_usage_error(cli):
+    _fails(cli(*RUNS, "--set", "seqlen=3"), 2, "unknown key 'seqlen'")
+
+
+def test_set_for_a_run_that_is_not_there(cli):
+    _fails(cli(*RUNS, "--set", "gpt:seq_len=3"), 2, "no run called gpt")
+
+
+def test_unknown_axis_is_a_usage_error(cli):
+    _fails(cli(*RUNS, "--x", "flops"), 2, "unknown axis 'flops'")
+
+
+def test_corrupt_trainer_state_exits_1_with_file_and_position(cli, tmp_path):
+    # malformed input made by hand
+    (tmp_path / "trainer_state.json").write_text("{]")
+    _fails(cli("inspect", tmp_path), 1, "trainer_state.json: not valid JSON at line 1 column 2")
