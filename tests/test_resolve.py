@@ -34,7 +34,8 @@ def test_user_beats_config_beats_logged_beats_inferred():
 
 def test_ddp_world_size_revealed_by_rates_when_accumulation_is_known():
     # 335.213 ÷ 20.951 = 16.0 = 4 per device × 2 accum × 2 processes (FORMATS.md §1)
-    facts = {**RATES, "per_device_batch": Fact(4, "state"), "grad_accum": Fact(2, "args", "config")}
+    facts = {**RATES, "per_device_batch": Fact(4, "state"),
+             "grad_accum": Fact(2, "args", "config")}
     batch, findings = resolve_batch(facts)
     assert batch.global_batch.value == 16 and batch.global_batch.kind == "inferred"
     assert batch.world_size.value == 2
@@ -43,8 +44,8 @@ def test_ddp_world_size_revealed_by_rates_when_accumulation_is_known():
 
 
 def test_ratio_off_a_multiple_of_the_micro_batch_is_rejected():
-    facts = {"train_samples_per_second": Fact(300.0, "s"), "train_steps_per_second": Fact(20.0, "s"),
-             "per_device_batch": Fact(4, "s")}
+    facts = {"train_samples_per_second": Fact(300.0, "s"),
+             "train_steps_per_second": Fact(20.0, "s"), "per_device_batch": Fact(4, "s")}
     assert infer_global_batch(facts) is None
 
 
@@ -64,7 +65,8 @@ def test_config_product_wins_over_inferred_global_batch_and_mismatch_is_reported
 
 
 def test_tokens_per_step_needs_a_sequence_length():
-    base = {"per_device_batch": Fact(8, "a"), "grad_accum": Fact(2, "a"), "world_size": Fact(256, "a")}
+    base = {"per_device_batch": Fact(8, "a"), "grad_accum": Fact(2, "a"),
+            "world_size": Fact(256, "a")}
     assert resolve_batch(base)[0].tokens_per_step.value is None
     batch, _ = resolve_batch({**base, "seq_len": Fact(1024, "toml", "config")})
     assert batch.global_batch.value == 4096 and batch.tokens_per_step.value == 4_194_304

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
+from .analysis import Comparison, compare
 from .batch import BatchPlan, plan_batch
 from .errors import (
     InputError,
@@ -29,6 +30,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
 __all__ = [
     "BatchConfig",
     "BatchPlan",
+    "Comparison",
     "Fact",
     "Finding",
     "InputError",
@@ -40,6 +42,7 @@ __all__ = [
     "UnknownMetricError",
     "UsageError",
     "__version__",
+    "compare",
     "load",
     "load_many",
     "plan_batch",

@@ -40,12 +40,15 @@ app = typer.Typer(cls=DefaultCommandGroup, no_args_is_help=True, add_completion=
                   rich_markup_mode=None,
                   help="Compare ML training runs from their logs on a fair axis.")
 
-Settings = Annotated[list[str], typer.Option(
+Settings = Annotated[list[str] | None, typer.Option(
     "--set", metavar="[RUN:]KEY=VALUE",
     help="A fact the logs lack, e.g. seq_len=1024 or attn:grad_accum=8.")]
 SourceOpt = Annotated[str | None, typer.Option(
     "--source", help="Use only this source of a folder that holds several (e.g. hf-trainer).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+Duplicates = Annotated[str, typer.Option(
+    "--duplicates", help="Steps a restarted leg logged again: keep-last, keep-first or all.")]
+NoCache = Annotated[bool, typer.Option("--no-cache", help="Reread every file.")]
 
 
 def _console() -> Console:
@@ -73,18 +76,21 @@ def compare(
     x: Annotated[str | None, typer.Option(
         "--x", help="Axis: step, micro_step, samples, tokens, epoch or elapsed "
         "(default: tokens, else samples, else step).")] = None,
-    metric: Annotated[list[str], typer.Option("--metric", help="Metric to compare "
-                                              "(repeatable; default: all shared).")] = [],
-    settings: Settings = [],
+    metric: Annotated[list[str] | None, typer.Option(
+        "--metric", help="Metric to compare (repeatable; default: all shared).")] = None,
+    settings: Settings = None,
     output: Annotated[Path | None, typer.Option(
         "-o", "--output", help="Report path (default reports/<a>_vs_<b>.html).")] = None,
     as_json: JsonOpt = False,
     no_report: Annotated[bool, typer.Option("--no-report", help="Write no HTML report.")] = False,
     source: SourceOpt = None,
+    duplicates: Duplicates = "keep-last",
+    no_cache: NoCache = False,
 ) -> None:
     """Compare runs: batch hierarchy, summary of the main metric, findings, HTML report."""
-    comparison = compare_runs(load_many(runs, source=source, settings=settings), x=x,
-                              metrics=metric or None)
+    loaded = load_many(runs, source=source, settings=settings or (), duplicates=duplicates,
+                       cache=not no_cache)
+    comparison = compare_runs(loaded, x=x, metrics=metric or None)
     report = None
     if not no_report:
         report = write_report(comparison, output or default_report_path(comparison.runs))
@@ -98,16 +104,22 @@ def compare(
 @_errors
 def inspect(
     run: Annotated[Path, typer.Argument(help="A run folder or log file.")],
-    settings: Settings = [],
+    settings: Settings = None,
     as_json: JsonOpt = False,
     source: SourceOpt = None,
+    duplicates: Duplicates = "keep-last",
+    no_cache: NoCache = False,
 ) -> None:
-    """What was found in one run: sources, batch hierarchy (each number with its source)."""
-    (loaded,) = load_many([run], source=source, settings=settings)
+    """What was found in a run (each run, for a folder of several): sources, batch hierarchy
+    with the source of every number, metrics, findings."""
+    loaded = load_many([run], source=source, settings=settings or (), duplicates=duplicates,
+                       cache=not no_cache)
     if as_json:
-        typer.echo(json.dumps(loaded.to_json(), indent=2))
+        objects = [r.to_json() for r in loaded]
+        typer.echo(json.dumps(objects[0] if len(objects) == 1 else objects, indent=2))
     else:
-        print_run(loaded, _console())
+        for one in loaded:
+            print_run(one, _console())
 
 
 @app.command()

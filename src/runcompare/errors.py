@@ -9,7 +9,7 @@ the message without a traceback::
      │    └── NoLogsFoundError      a path holds no log runcompare knows
      ├── MissingInfoError           exit 1: a fact an axis or command needs is unknown
      │                              (the message names the --set key and runcompare.toml)
-     ├── UnknownMetricError         exit 1: a metric no run has (the message lists the ones there are)
+     ├── UnknownMetricError         exit 1: a metric no run has (the message lists those there are)
      └── UsageError                 exit 2: an option's value is malformed (bad --set, unknown key)
 
 Third-party exceptions (json, protobuf, polars, toml) are translated where they enter,

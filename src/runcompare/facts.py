@@ -39,8 +39,8 @@ CONFIG_KEYS: dict[str, tuple[str, ...]] = {
 
 #: Facts that hold whole numbers of at least 1 (a 0, -1 or ratio means "not set" in the writers).
 _COUNTS = {"per_device_batch", "grad_accum", "world_size", "tensor_parallel", "pipeline_parallel",
-           "context_parallel", "seq_len", "global_batch", "tokens_per_step", "max_steps", "logging_steps",
-           "eval_steps"}
+           "context_parallel", "seq_len", "global_batch", "tokens_per_step", "max_steps",
+           "logging_steps", "eval_steps"}
 
 #: Facts that are names, not numbers.
 _NAMES = {"step_metric", "name"}

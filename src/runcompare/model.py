@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 import polars as pl
 
-from .errors import MissingInfoError
+from .errors import MissingInfoError, UsageError
 
 if TYPE_CHECKING:
     import pandas
@@ -259,10 +259,8 @@ _AXIS_FIX = {
 
 
 def require_axis(run: Run, x: str) -> None:
-    """Raise a :class:`MissingInfoError` saying how to supply ``x`` if no point of ``run`` has it."""
+    """Raise :class:`MissingInfoError` saying how to supply ``x`` if no point of ``run`` has it."""
     if x not in AXES:
-        from .errors import UsageError
-
         raise UsageError(f"unknown axis {x!r}; choose one of {', '.join(AXES)}")
     if x == "step" or run.scalars.is_empty():
         return

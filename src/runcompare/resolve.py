@@ -74,7 +74,8 @@ def infer_global_batch(facts: Mapping[str, Fact[Any]]) -> Fact[int] | None:
     decimals, so the ratio is accepted only within that rounding of a multiple of the
     per-device batch (of a whole number when that is unknown).
 
-    >>> r = {"train_samples_per_second": Fact(335.213, "a"), "train_steps_per_second": Fact(20.951, "b")}
+    >>> r = {"train_samples_per_second": Fact(335.213, "a"),
+    ...      "train_steps_per_second": Fact(20.951, "b")}
     >>> infer_global_batch({**r, "per_device_batch": Fact(4, "c")}).value
     16
     >>> infer_global_batch({**r, "per_device_batch": Fact(5, "c")}) is None

@@ -23,7 +23,9 @@ _HIGHER = ("acc", "f1", "bleu", "rouge", "exact_match", "score", "auc", "precisi
 
 
 def higher_is_better(metric: str) -> bool:
-    """>>> higher_is_better("eval/accuracy"), higher_is_better("train/loss")
+    """Whether a larger value of ``metric`` is better (accuracy) rather than worse (loss).
+
+    >>> higher_is_better("eval/accuracy"), higher_is_better("train/loss")
     (True, False)
     """
     leaf = metric.rsplit("/", 1)[-1].lower()

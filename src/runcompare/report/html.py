@@ -68,7 +68,7 @@ def render_report(comparison: Comparison) -> str:
                   for i in range(len(comparison.metrics))),
         _footer(comparison.runs),
     ])
-    return _PAGE.format(title=_e(title), style=_STYLE, plotly=get_plotlyjs(),
+    return _PAGE.format(title=_e(title), csp=_CSP, style=_STYLE, plotly=get_plotlyjs(),
                         data=_json_for_script(data), script=_SCRIPT, body=body)
 
 
@@ -142,6 +142,10 @@ def _footer(runs: Sequence[Run]) -> str:
     return f"<footer><p>runcompare {_e(__version__)}</p><ul>{paths}</ul></footer>"
 
 
+#: No request leaves the page: everything it needs is inline.
+_CSP = ("default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; "
+        "style-src 'unsafe-inline'; img-src data:")
+
 _STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 8px}
@@ -182,7 +186,7 @@ _SCRIPT = """
 
 _PAGE = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{title}</title>
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; img-src data:">
+<meta http-equiv="Content-Security-Policy" content="{csp}">
 <style>{style}</style>
 <script>{plotly}</script>
 </head><body>

@@ -45,7 +45,7 @@ def fmt(value: float | int | None) -> str:
     """A number as people read it: thousands separators, 4 significant digits for floats.
 
     >>> fmt(4194304), fmt(2.34567), fmt(None), fmt(float("nan")), fmt(1.5e9)
-    ('4,194,304', '2.346', '—', 'nan', '1.5e+09')
+    ('4,194,304', '2.346', '—', 'nan', '1,500,000,000')
     """
     if value is None:
         return "—"

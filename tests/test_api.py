@@ -1,0 +1,67 @@
+"""The public Python API: what it exports and how frames come out."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+import runcompare as rc
+
+from .conftest import SAMPLES
+
+
+def test_public_names_are_pinned():
+    assert rc.__all__ == [
+        "BatchConfig", "BatchPlan", "Comparison", "Fact", "Finding", "InputError",
+        "MissingInfoError", "NoLogsFoundError", "RawLog", "Run", "RuncompareError",
+        "UnknownMetricError", "UsageError", "__version__", "compare", "load", "load_many",
+        "plan_batch",
+    ]
+    for name in rc.__all__:
+        assert hasattr(rc, name)
+
+
+def test_load_takes_facts_as_keywords_and_names_the_run():
+    run = rc.load(SAMPLES / "attn", name="llama", seq_len=32)
+    assert run.name == "llama"
+    assert run.batch.seq_len == rc.Fact(32, "load()", "user")
+    assert run.batch.tokens_per_step.value == 16 * 32
+
+
+def test_unknown_fact_keyword_is_a_usage_error():
+    with pytest.raises(rc.UsageError, match="unknown key 'batch'"):
+        rc.load(SAMPLES / "attn", batch=3)
+
+
+def test_frame_x_and_pandas():
+    run = rc.load(SAMPLES / "mamba")
+    frame = run.frame(x="tokens").filter(metric="train/loss")
+    assert frame["x"].to_list() == [float(t) for t in frame["tokens"]]
+    pdf = run.to_pandas(x="samples")
+    assert isinstance(pdf, pd.DataFrame) and len(pdf) == run.scalars.height
+    assert (pdf.loc[pdf.metric == "train/loss", "x"] == pdf.loc[pdf.metric == "train/loss",
+                                                                "step"] * 16).all()
+
+
+def test_axis_that_cannot_be_computed_raises_missing_info():
+    run = rc.load(SAMPLES / "mamba", source="hf-trainer")
+    with pytest.raises(rc.MissingInfoError, match="elapsed axis"):
+        run.frame(x="elapsed")
+
+
+def test_compare_summary_on_real_runs():
+    mamba, attn = rc.load_many([SAMPLES / "mamba", SAMPLES / "attn"])
+    result = rc.compare([mamba, attn], x="tokens")
+    assert result.main == "eval/loss" and result.x == "tokens"
+    rows = {r["run"]: r for r in result.summary.filter(metric="eval/loss").iter_rows(named=True)}
+    for run in (mamba, attn):
+        evals = run.frame(x="tokens").filter(metric="eval/loss").sort("x")
+        assert rows[run.name]["final"] == evals["value"][-1]
+        assert rows[run.name]["best"] == evals["value"].min()
+        # both runs end at 100 steps × 1,024 tokens: the common budget is their last point
+        assert rows[run.name]["at_common_budget"] == pytest.approx(evals["value"][-1])
+    worst = max(r["final"] for r in rows.values())
+    for run in (mamba, attn):
+        evals = run.frame(x="tokens").filter(metric="eval/loss").sort("x")
+        first = evals.filter(evals["value"] <= worst)["x"][0]
+        assert rows[run.name]["x_to_target"] == first

@@ -1,0 +1,58 @@
+"""The HTML report: self-contained, escaped, deterministic."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import runcompare as rc
+from runcompare.report.html import render_report
+
+from .conftest import SAMPLES
+
+
+def _comparison(*paths, **kwargs):
+    return rc.compare(rc.load_many(paths), **kwargs)
+
+
+def _data(page: str) -> dict:
+    block = re.search(r'<script type="application/json" id="rc-data">(.*?)</script>', page, re.S)
+    return json.loads(block.group(1))
+
+
+def test_same_inputs_same_bytes():
+    paths = (SAMPLES / "mamba", SAMPLES / "attn")
+    assert render_report(_comparison(*paths, x="tokens")) == \
+        render_report(_comparison(*paths, x="tokens"))
+
+
+def test_self_contained_no_network():
+    page = render_report(_comparison(SAMPLES / "mamba", SAMPLES / "attn", x="tokens"))
+    assert page.count("<script") == 3  # plotly.js, the data, the drawing code
+    assert not re.search(r'<(script|link|img|iframe)[^>]+(src|href)=', page)
+    assert "default-src 'none'" in page
+
+
+def test_one_chart_per_shared_metric_with_every_point():
+    comparison = _comparison(SAMPLES / "mamba", SAMPLES / "attn", x="tokens")
+    data = _data(render_report(comparison))
+    assert [c["metric"] for c in data["charts"]] == comparison.metrics
+    loss = next(c for c in data["charts"] if c["metric"] == "train/loss")
+    for trace, run in zip(loss["traces"], comparison.runs):
+        frame = run.scalars.filter(metric="train/loss")
+        assert trace["run"] == run.name
+        assert trace["y"] == frame["value"].to_list()
+        assert trace["x"]["tokens"] == [float(t) for t in frame["tokens"]]
+        assert trace["x"]["step"] == [float(s) for s in frame["step"]]
+
+
+def test_strings_from_logs_are_escaped(tmp_path):
+    evil = tmp_path / "<b>x"
+    shutil.copytree(SAMPLES / "attn", evil)
+    run = rc.load(evil, name="<script>alert(1)</script>", seq_len=64)
+    page = render_report(rc.compare([run], x="tokens"))
+    assert "&lt;b&gt;x" in page and "<b>x" not in page  # the path, in the footer
+    assert "<script>alert(1)</script>" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert _data(page)["charts"][0]["traces"][0]["run"] == "<script>alert(1)</script>"
