@@ -15,6 +15,7 @@ from rich.console import Console
 from typer.core import TyperGroup
 
 from .analysis import compare as compare_runs
+from .analysis.groups import parse_groups
 from .batch import plan_batch
 from .errors import RuncompareError
 from .load import load_many
@@ -79,6 +80,14 @@ def compare(
     metric: Annotated[list[str] | None, typer.Option(
         "--metric", help="Metric to compare (repeatable; default: all shared).")] = None,
     settings: Settings = None,
+    smooth: Annotated[str | None, typer.Option(
+        "--smooth", help="tb:WEIGHT (TensorBoard's EMA), a half-life in axis units such as "
+        "50M, or a share of the range such as 5%.")] = None,
+    target: Annotated[float | None, typer.Option(
+        "--target", help="Value of the main metric to reach (default: the worst final).")] = None,
+    group: Annotated[list[str] | None, typer.Option(
+        "--group", metavar="NAME=RUN,RUN", help="Seed group (repeatable; default: runs "
+        "identical but for the seed).")] = None,
     output: Annotated[Path | None, typer.Option(
         "-o", "--output", help="Report path (default reports/<a>_vs_<b>.html).")] = None,
     as_json: JsonOpt = False,
@@ -90,7 +99,8 @@ def compare(
     """Compare runs: batch hierarchy, summary of the main metric, findings, HTML report."""
     loaded = load_many(runs, source=source, settings=settings or (), duplicates=duplicates,
                        cache=not no_cache)
-    comparison = compare_runs(loaded, x=x, metrics=metric or None)
+    comparison = compare_runs(loaded, x=x, metrics=metric or None, smooth=smooth, target=target,
+                              groups=parse_groups(group or (), loaded) or None)
     report = None
     if not no_report:
         report = write_report(comparison, output or default_report_path(comparison.runs))

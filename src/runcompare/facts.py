@@ -35,12 +35,17 @@ CONFIG_KEYS: dict[str, tuple[str, ...]] = {
     "learning_rate": ("learning_rate", "lr"),
     "num_train_epochs": ("num_train_epochs",),
     "seed": ("seed",),
+    "transformers_version": ("transformers_version",),
+    "include_num_input_tokens_seen": ("include_num_input_tokens_seen",),
 }
 
 #: Facts that hold whole numbers of at least 1 (a 0, -1 or ratio means "not set" in the writers).
 _COUNTS = {"per_device_batch", "grad_accum", "world_size", "tensor_parallel", "pipeline_parallel",
            "context_parallel", "seq_len", "global_batch", "tokens_per_step", "max_steps",
            "logging_steps", "eval_steps"}
+
+#: Facts kept as text (a version, a mode such as "all" / "non_padding" / True).
+_TEXT = {"transformers_version", "include_num_input_tokens_seen"}
 
 #: Facts that are names, not numbers.
 _NAMES = {"step_metric", "name"}
@@ -68,6 +73,8 @@ def facts_from_config(config: Mapping[str, Any], *, where: str,
 
 def _clean(name: str, value: Any) -> Any:
     """The value as a fact holds it, or None when the writer's value means "not set"."""
+    if name in _TEXT:
+        return None if value is None or value == "" else str(value)
     if value is None or isinstance(value, bool):
         return None
     if name in _COUNTS:

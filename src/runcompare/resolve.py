@@ -117,8 +117,9 @@ def resolve_batch(facts: Mapping[str, Fact[Any]],
         derived = Fact(product, "derived: per_device_batch × grad_accum × data_parallel",
                        "inferred")
         if stated is not None and stated.value != product:
+            code = "accum-overshoot" if product > stated.value else "batch-mismatch"
             findings.append(Finding(
-                "warning", "batch-mismatch",
+                "warning", code,
                 f"global batch {stated.value} ({stated.source}) differs from per_device_batch "
                 f"{micro.value} × grad_accum {accum.value} × data_parallel "
                 f"{world.value // model_parallel} = {product}; using {product}", run))

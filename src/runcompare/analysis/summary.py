@@ -1,8 +1,10 @@
-"""Summary numbers per run and metric: final, best, value at the common budget, x to target.
+"""Summary numbers per run and metric: final, best, value at the common budget, x to target,
+speedup and wall time to target; throughput per run.
 
 The common budget is the largest x every run reaches; values there are interpolated linearly
 between a run's own points, never extrapolated. The default target is the worst final value
-among the runs, so every run reaches it and ``x_to_target`` compares how fast.
+among the runs, so every run reaches it and ``x_to_target`` compares how fast. ``speedup`` is
+the first run's x to target ÷ this run's (2.0 = reaches the target on half the x).
 """
 
 from __future__ import annotations
@@ -15,7 +17,13 @@ import polars as pl
 from ..errors import UnknownMetricError
 from ..model import Run, require_axis
 
-__all__ = ["fair_axis", "higher_is_better", "main_metric", "shared_metrics", "summarize"]
+__all__ = ["fair_axis", "higher_is_better", "main_metric", "shared_metrics", "summarize",
+           "throughput"]
+
+SUMMARY_SCHEMA = {"run": pl.String, "metric": pl.String, "final": pl.Float64,
+                  "best": pl.Float64, "at_common_budget": pl.Float64, "x_to_target": pl.Float64,
+                  "speedup": pl.Float64, "elapsed_to_target": pl.Float64,
+                  "budget": pl.Float64, "target": pl.Float64}
 
 #: Name fragments of metrics where higher is better (everything else is minimised, like loss).
 _HIGHER = ("acc", "f1", "bleu", "rouge", "exact_match", "score", "auc", "precision", "recall",
@@ -68,31 +76,64 @@ def fair_axis(runs: Sequence[Run]) -> str:
 
 def summarize(runs: Sequence[Run], *, x: str, metrics: Sequence[str],
               target: float | None = None) -> pl.DataFrame:
-    """One row per run and metric: run, metric, final, best, at_common_budget, x_to_target,
-    with the budget and target used in ``budget`` and ``target`` columns."""
+    """One row per run and metric (:data:`SUMMARY_SCHEMA`), with the budget and target used."""
     for run in runs:
         require_axis(run, x)
     rows = []
     for metric in metrics:
         series = [_series(run, metric, x) for run in runs]
         present = [s for s in series if s is not None and len(s[0])]
-        budget = min(float(xs[-1]) for xs, _ in present) if present else None
-        finals = [float(vs[-1]) for _, vs in present]
+        budget = min(float(s[0][-1]) for s in present) if present else None
+        finals = [float(s[1][-1]) for s in present]
         goal = target if target is not None else _worst(finals, metric)
-        for run, item in zip(runs, series):
-            rows.append(_row(run.name, metric, item, budget, goal))
-    return pl.DataFrame(rows, schema={"run": pl.String, "metric": pl.String,
-                                      "final": pl.Float64, "best": pl.Float64,
-                                      "at_common_budget": pl.Float64, "x_to_target": pl.Float64,
-                                      "budget": pl.Float64, "target": pl.Float64}, orient="row")
+        metric_rows = [_row(run.name, metric, item, budget, goal)
+                       for run, item in zip(runs, series)]
+        base = metric_rows[0][5] if metric_rows else None
+        for row in metric_rows:
+            speedup = base / row[5] if base is not None and row[5] else None
+            rows.append((*row[:6], speedup, *row[6:]))
+    return pl.DataFrame(rows, schema=SUMMARY_SCHEMA, orient="row")
 
 
-def _series(run: Run, metric: str, x: str) -> tuple[np.ndarray, np.ndarray] | None:
+def throughput(runs: Sequence[Run]) -> pl.DataFrame:
+    """Per run: samples/s, tokens/s, tokens/s per device and mean MFU, where the logs allow.
+
+    Rates come from the logged wall clock (samples or tokens reached ÷ elapsed seconds), else
+    from the Trainer's final ``train_samples_per_second``.
+    """
+    rows = []
+    for run in runs:
+        elapsed = run.scalars.get_column("elapsed").max()
+        samples_rate = tokens_rate = None
+        if elapsed:
+            samples, tokens = run.total("samples"), run.total("tokens")
+            samples_rate = samples / elapsed if samples else None
+            tokens_rate = tokens / elapsed if tokens else None
+        logged = run.facts.get("train_samples_per_second")
+        if samples_rate is None and logged is not None:
+            samples_rate = float(logged.value)
+        seq_len = run.batch.seq_len.value
+        if tokens_rate is None and samples_rate is not None and seq_len:
+            tokens_rate = samples_rate * seq_len
+        world = run.batch.world_size.value
+        per_device = tokens_rate / world if tokens_rate is not None and world else None
+        mfu = (run.scalars.filter(pl.col("metric").str.contains("mfu"),
+                                  pl.col("value").is_finite(), pl.col("value") >= 0)
+               .get_column("value").mean())
+        rows.append((run.name, samples_rate, tokens_rate, per_device, mfu))
+    return pl.DataFrame(rows, orient="row", schema={
+        "run": pl.String, "samples_per_s": pl.Float64, "tokens_per_s": pl.Float64,
+        "tokens_per_s_per_device": pl.Float64, "mfu": pl.Float64})
+
+
+def _series(run: Run, metric: str,
+            x: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     frame = (run.frame(x).filter(pl.col("metric") == metric, pl.col("x").is_not_null())
              .sort("x", maintain_order=True))
     if frame.is_empty() and metric not in run.metrics:
         return None
-    return frame.get_column("x").to_numpy(), frame.get_column("value").to_numpy()
+    return (frame.get_column("x").to_numpy(), frame.get_column("value").to_numpy(),
+            frame.get_column("elapsed").cast(pl.Float64).to_numpy())
 
 
 def _worst(finals: list[float], metric: str) -> float | None:
@@ -102,11 +143,13 @@ def _worst(finals: list[float], metric: str) -> float | None:
     return min(finite) if higher_is_better(metric) else max(finite)
 
 
-def _row(run: str, metric: str, item: tuple[np.ndarray, np.ndarray] | None,
+def _row(run: str, metric: str, item: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
          budget: float | None, goal: float | None) -> tuple[object, ...]:
+    """run, metric, final, best, at_common_budget, x_to_target, elapsed_to_target, budget,
+    target (speedup is added across runs)."""
     if item is None or not len(item[0]):
-        return (run, metric, None, None, None, None, budget, goal)
-    xs, values = item
+        return (run, metric, None, None, None, None, None, budget, goal)
+    xs, values, elapsed = item
     finite = np.isfinite(values)
     best = None
     if finite.any():
@@ -114,15 +157,17 @@ def _row(run: str, metric: str, item: tuple[np.ndarray, np.ndarray] | None,
     at_budget = None
     if budget is not None and finite.any() and xs[finite][0] <= budget:
         at_budget = float(np.interp(budget, xs[finite], values[finite]))
-    return (run, metric, float(values[-1]), best, at_budget, _x_to(xs, values, goal, metric),
-            budget, goal)
+    hit = _first_hit(values, goal, metric)
+    x_to = None if hit is None else float(xs[hit])
+    wall = None if hit is None or not np.isfinite(elapsed[hit]) else float(elapsed[hit])
+    return (run, metric, float(values[-1]), best, at_budget, x_to, wall, budget, goal)
 
 
-def _x_to(xs: np.ndarray, values: np.ndarray, goal: float | None, metric: str) -> float | None:
-    """The first x at which the metric reaches ``goal`` (as logged, no smoothing)."""
+def _first_hit(values: np.ndarray, goal: float | None, metric: str) -> int | None:
+    """Index of the first point at which the metric reaches ``goal`` (as logged)."""
     if goal is None:
         return None
     with np.errstate(invalid="ignore"):
         hit = values >= goal if higher_is_better(metric) else values <= goal
     index = np.flatnonzero(hit)
-    return float(xs[index[0]]) if index.size else None
+    return int(index[0]) if index.size else None

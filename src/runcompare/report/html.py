@@ -19,7 +19,8 @@ import polars as pl
 
 from ..analysis import Comparison
 from ..model import Run
-from .terminal import _LEVELS, fmt
+from ..display import fmt
+from .terminal import _LEVELS
 
 __all__ = ["default_report_path", "render_report", "write_report"]
 
@@ -111,11 +112,11 @@ def _batch_table(runs: Sequence[Run]) -> str:
 
 
 def _findings(comparison: Comparison) -> str:
-    if not comparison.findings:
+    if not comparison.finding_list:
         return "<h2>Findings</h2><p>None.</p>"
     items = "".join(
         f'<li class="{_e(f.level)}"><b>{_e(f.level)}</b> <code>{_e(f.code)}</code> '
-        f"{_e(f.run + ': ' if f.run else '')}{_e(f.message)}</li>" for f in comparison.findings)
+        f"{_e(f.run + ': ' if f.run else '')}{_e(f.message)}</li>" for f in comparison.finding_list)
     return f"<h2>Findings</h2><ul class=findings>{items}</ul>"
 
 

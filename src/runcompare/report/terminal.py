@@ -11,6 +11,7 @@ from rich.text import Text
 from ..analysis import Comparison
 from ..batch import BatchPlan
 from ..model import Fact, Finding, Run
+from ..display import fmt
 
 __all__ = ["fmt", "print_comparison", "print_plan", "print_run"]
 
@@ -39,20 +40,6 @@ def _total(run: Run, axis: str) -> Fact[int]:
     source = run.axis_sources.get(axis, "not found")
     kind = "logged" if source.startswith("logged") else "inferred"
     return Fact(run.total(axis), source.replace("schedule", "derived"), kind)
-
-
-def fmt(value: float | int | None) -> str:
-    """A number as people read it: thousands separators, 4 significant digits for floats.
-
-    >>> fmt(4194304), fmt(2.34567), fmt(None), fmt(float("nan")), fmt(1.5e9)
-    ('4,194,304', '2.346', '—', 'nan', '1,500,000,000')
-    """
-    if value is None:
-        return "—"
-    if isinstance(value, int) or (isinstance(value, float) and value.is_integer()
-                                  and abs(value) < 1e15):
-        return f"{int(value):,}"
-    return f"{value:.4g}"
 
 
 def origin(fact: Fact[object]) -> str:
@@ -124,7 +111,15 @@ def print_comparison(comparison: Comparison, console: Console,
     console.print(batch_table(comparison.runs))
     if comparison.main is not None:
         console.print(summary_table(comparison, comparison.main))
-    _findings(console, comparison.findings)
+    console.print(throughput_table(comparison))
+    if comparison.x != comparison.proposed_axis:
+        console.print(f"fair axis for these runs: {comparison.proposed_axis} "
+                      f"(compared on {comparison.x})")
+    for name, members in comparison.groups.items():
+        console.print(f"seed group {name}: {', '.join(members)}")
+    # a run's own info findings (which sources were merged, ...) are for `inspect`
+    _findings(console, [f for f in comparison.finding_list
+                        if f.level != "info" or f.run is None or f.code != "sources-merged"])
     if report:
         console.print(f"report: {report}")
 
@@ -134,11 +129,23 @@ def summary_table(comparison: Comparison, metric: str) -> Table:
     budget, target = rows.get_column("budget")[0], rows.get_column("target")[0]
     table = Table(title=f"{metric} on {comparison.x}", title_justify="left")
     for column in ("run", "final", "best", f"at {comparison.x} {fmt(budget)}",
-                   f"{comparison.x} to {fmt(target)}"):
+                   f"{comparison.x} to {fmt(target)}", "speedup", "seconds to target"):
         table.add_column(column, justify="left" if column == "run" else "right")
     for row in rows.iter_rows(named=True):
-        table.add_row(row["run"], *(fmt(row[k]) for k in ("final", "best", "at_common_budget",
-                                                           "x_to_target")))
+        table.add_row(row["run"], *(fmt(row[k]) for k in (
+            "final", "best", "at_common_budget", "x_to_target", "speedup",
+            "elapsed_to_target")))
+    return table
+
+
+def throughput_table(comparison: Comparison) -> Table:
+    table = Table(title="Throughput", title_justify="left")
+    columns = {"run": "run", "samples_per_s": "samples/s", "tokens_per_s": "tokens/s",
+               "tokens_per_s_per_device": "tokens/s/device", "mfu": "MFU"}
+    for label in columns.values():
+        table.add_column(label, justify="left" if label == "run" else "right")
+    for row in comparison.throughput.iter_rows(named=True):
+        table.add_row(row["run"], *(fmt(row[k]) for k in list(columns)[1:]))
     return table
 
 

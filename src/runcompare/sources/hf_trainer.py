@@ -31,7 +31,7 @@ _NOT_METRICS = {"step"}
 _STATE_FACTS = {"train_batch_size": "per_device_batch", "max_steps": "max_steps",
                 "logging_steps": "logging_steps", "eval_steps": "eval_steps",
                 "global_step": "global_step", "num_input_tokens_seen": "tokens_seen",
-                "num_train_epochs": "num_train_epochs", "total_flos": "total_flos"}
+                "total_flos": "total_flos"}
 _RATES = ("train_samples_per_second", "train_steps_per_second")
 
 
@@ -67,9 +67,21 @@ def read(path: Path) -> RawLog:
                                                  len(item[1].get("log_history", []))))
     history = state.get("log_history") or []
     scalars, aliases = _scalars(history)
+    facts = {**_model_config_facts(path), **_facts(state, history, file)}
     return RawLog(source="hf-trainer", path=path, scalars=scalars, step_unit="optimizer",
-                  facts=_facts(state, history, file), findings=findings,
-                  files=[f for f, _ in states], aliases=aliases)
+                  facts=facts, findings=findings, files=[f for f, _ in states], aliases=aliases)
+
+
+def _model_config_facts(path: Path) -> dict[str, Fact[Any]]:
+    """The transformers version from the model's config.json beside the state (plain JSON)."""
+    config = (path if path.is_dir() else path.parent) / "config.json"
+    try:
+        version = json.loads(config.read_text(encoding="utf-8")).get("transformers_version")
+    except (OSError, ValueError, AttributeError):
+        return {}
+    if not isinstance(version, str):
+        return {}
+    return {"transformers_version": Fact(version, "config.json: transformers_version", "config")}
 
 
 def files(path: Path) -> list[Path]:

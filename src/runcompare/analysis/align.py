@@ -1,0 +1,83 @@
+"""Runs on a common grid of one axis, by linear interpolation inside each run's own range.
+
+The grid is the union of the x values the runs logged (capped at ``max_points`` evenly spaced
+values for very long runs); a run contributes nothing outside [its first x, its last x], so no
+point is invented beyond what it logged. Every aligned row knows how many runs hold a value
+at its x (``n``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import polars as pl
+
+from ..model import Run
+from .smooth import Smoothing, smooth_expr
+
+__all__ = ["aggregate", "align", "series"]
+
+ALIGNED_SCHEMA = {"metric": pl.String, "x": pl.Float64, "run": pl.String, "value": pl.Float64,
+                  "smoothed": pl.Float64, "n": pl.UInt32}
+
+
+def series(run: Run, metric: str, x: str, smoothing: Smoothing | None = None) -> pl.DataFrame:
+    """One run's points of ``metric`` sorted by ``x``: columns x, value, smoothed (all points)."""
+    frame = (run.frame(x).filter(pl.col("metric") == metric, pl.col("x").is_not_null())
+             .select("x", "value").sort("x", maintain_order=True))
+    smoothed = smooth_expr(smoothing) if smoothing else pl.col("value")
+    return frame.with_columns(smoothed.alias("smoothed"))
+
+
+def align(runs: Sequence[Run], *, x: str, metrics: Sequence[str],
+          smoothing: Smoothing | None = None, max_points: int = 100_000) -> pl.DataFrame:
+    """Long frame: metric, x, run, value, smoothed, n (runs with a value at that x)."""
+    parts = [_align_metric(runs, x, metric, smoothing, max_points) for metric in metrics]
+    parts = [p for p in parts if not p.is_empty()]
+    return pl.concat(parts) if parts else pl.DataFrame(schema=ALIGNED_SCHEMA)
+
+
+def _align_metric(runs: Sequence[Run], x: str, metric: str, smoothing: Smoothing | None,
+                  max_points: int) -> pl.DataFrame:
+    pieces = {run.name: series(run, metric, x, smoothing) for run in runs}
+    pieces = {name: frame for name, frame in pieces.items() if not frame.is_empty()}
+    if not pieces:
+        return pl.DataFrame(schema=ALIGNED_SCHEMA)
+    grid = np.unique(np.concatenate([f.get_column("x").to_numpy() for f in pieces.values()]))
+    if grid.size > max_points:
+        grid = np.linspace(grid[0], grid[-1], max_points)
+    frames = []
+    for name, frame in pieces.items():
+        xs = frame.get_column("x").to_numpy()
+        inside = (grid >= xs[0]) & (grid <= xs[-1])
+        columns = {col: _interp(grid, xs, frame.get_column(col).to_numpy(), inside)
+                   for col in ("value", "smoothed")}
+        frames.append(pl.DataFrame({"metric": metric, "x": grid, "run": name, **columns}))
+    aligned = pl.concat(frames).with_columns(pl.col("value").fill_nan(None).alias("_held"))
+    return (aligned.with_columns(n=pl.col("_held").is_not_null().sum().over("x").cast(pl.UInt32))
+            .drop("_held").with_columns(pl.col("value", "smoothed").fill_nan(None))
+            .select(list(ALIGNED_SCHEMA)))
+
+
+def _interp(grid: np.ndarray, xs: np.ndarray, ys: np.ndarray, inside: np.ndarray) -> np.ndarray:
+    """Linear interpolation; NaN outside the run's range (and where a neighbour is non-finite)."""
+    values = np.interp(grid, xs, ys.astype(float))
+    values[~inside] = np.nan
+    return values
+
+
+def aggregate(aligned: pl.DataFrame, groups: Mapping[str, Sequence[str]]) -> pl.DataFrame:
+    """Mean, std, min and max of each group's smoothed values at every x, with n per point."""
+    if not groups or aligned.is_empty():
+        return pl.DataFrame(schema={"metric": pl.String, "group": pl.String, "x": pl.Float64,
+                                    "mean": pl.Float64, "std": pl.Float64, "min": pl.Float64,
+                                    "max": pl.Float64, "n": pl.UInt32})
+    member = {run: group for group, runs in groups.items() for run in runs}
+    value = pl.col("smoothed")
+    return (aligned.filter(pl.col("run").is_in(list(member)), value.is_not_null())
+            .with_columns(group=pl.col("run").replace_strict(member))
+            .group_by("metric", "group", "x", maintain_order=True)
+            .agg(mean=value.mean(), std=value.std(), min=value.min(), max=value.max(),
+                 n=pl.len().cast(pl.UInt32))
+            .sort("metric", "group", "x"))
