@@ -24,8 +24,9 @@ ALIGNED_SCHEMA = {"metric": pl.String, "x": pl.Float64, "run": pl.String, "value
 
 def series(run: Run, metric: str, x: str, smoothing: Smoothing | None = None) -> pl.DataFrame:
     """One run's points of ``metric`` sorted by ``x``: columns x, value, smoothed (all points)."""
-    frame = (run.frame(x).filter(pl.col("metric") == metric, pl.col("x").is_not_null())
-             .select("x", "value").sort("x", maintain_order=True))
+    frame = (run.scalars.lazy().filter(pl.col("metric") == metric)
+             .select(pl.col(x).cast(pl.Float64).alias("x"), "value")
+             .filter(pl.col("x").is_not_null()).sort("x", maintain_order=True).collect())
     smoothed = smooth_expr(smoothing) if smoothing else pl.col("value")
     return frame.with_columns(smoothed.alias("smoothed"))
 
@@ -47,17 +48,23 @@ def _align_metric(runs: Sequence[Run], x: str, metric: str, smoothing: Smoothing
     grid = np.unique(np.concatenate([f.get_column("x").to_numpy() for f in pieces.values()]))
     if grid.size > max_points:
         grid = np.linspace(grid[0], grid[-1], max_points)
-    frames = []
-    for name, frame in pieces.items():
+    columns: dict[str, list[np.ndarray]] = {"value": [], "smoothed": []}
+    for frame in pieces.values():
         xs = frame.get_column("x").to_numpy()
         inside = (grid >= xs[0]) & (grid <= xs[-1])
-        columns = {col: _interp(grid, xs, frame.get_column(col).to_numpy(), inside)
-                   for col in ("value", "smoothed")}
-        frames.append(pl.DataFrame({"metric": metric, "x": grid, "run": name, **columns}))
-    aligned = pl.concat(frames).with_columns(pl.col("value").fill_nan(None).alias("_held"))
-    return (aligned.with_columns(n=pl.col("_held").is_not_null().sum().over("x").cast(pl.UInt32))
-            .drop("_held").with_columns(pl.col("value", "smoothed").fill_nan(None))
-            .select(list(ALIGNED_SCHEMA)))
+        for col, out in columns.items():
+            out.append(_interp(grid, xs, frame.get_column(col).to_numpy(), inside))
+    values = np.stack(columns["value"])
+    held = (~np.isnan(values)).sum(axis=0).astype(np.uint32)  # runs with a value at each x
+    names = list(pieces)
+    return pl.DataFrame({
+        "x": np.tile(grid, len(names)),
+        "run": pl.Series(names).gather(np.repeat(np.arange(len(names)), grid.size)),
+        "value": values.ravel(),
+        "smoothed": np.concatenate(columns["smoothed"]),
+        "n": np.tile(held, len(names)),
+    }).select(pl.lit(metric).alias("metric"), "x", "run",
+              pl.col("value", "smoothed").fill_nan(None), "n").cast(ALIGNED_SCHEMA)
 
 
 def _interp(grid: np.ndarray, xs: np.ndarray, ys: np.ndarray, inside: np.ndarray) -> np.ndarray:

@@ -128,8 +128,9 @@ def throughput(runs: Sequence[Run]) -> pl.DataFrame:
 
 def _series(run: Run, metric: str,
             x: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    frame = (run.frame(x).filter(pl.col("metric") == metric, pl.col("x").is_not_null())
-             .sort("x", maintain_order=True))
+    frame = (run.scalars.lazy().filter(pl.col("metric") == metric)
+             .with_columns(pl.col(x).cast(pl.Float64).alias("x"))
+             .filter(pl.col("x").is_not_null()).sort("x", maintain_order=True).collect())
     if frame.is_empty() and metric not in run.metrics:
         return None
     return (frame.get_column("x").to_numpy(), frame.get_column("value").to_numpy(),

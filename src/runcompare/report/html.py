@@ -18,8 +18,8 @@ from typing import Any
 import polars as pl
 
 from ..analysis import Comparison
-from ..model import Run
 from ..display import fmt
+from ..model import Run
 from .terminal import _LEVELS
 
 __all__ = ["default_report_path", "render_report", "write_report"]

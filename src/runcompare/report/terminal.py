@@ -10,8 +10,8 @@ from rich.text import Text
 
 from ..analysis import Comparison
 from ..batch import BatchPlan
-from ..model import Fact, Finding, Run
 from ..display import fmt
+from ..model import Fact, Finding, Run
 
 __all__ = ["fmt", "print_comparison", "print_plan", "print_run"]
 

@@ -1,0 +1,74 @@
+"""The fairness audit on real runs: mismatched ones raise the right findings, matched ones none."""
+
+from __future__ import annotations
+
+import pytest
+
+import runcompare as rc
+from runcompare.audit import audit, propose_axis
+
+from .conftest import DATA, SAMPLES
+
+
+@pytest.fixture(scope="module")
+def samples():
+    return rc.load_many([SAMPLES / "mamba", SAMPLES / "attn"])
+
+
+@pytest.fixture(scope="module")
+def mismatched():
+    # global batch 16 (2 × 8) against 32 (4 × 8), both sequence length 64
+    return rc.load_many([SAMPLES / "attn", DATA / "hf_global32"],
+                        settings=["hf_global32:seq_len=64"])
+
+
+@pytest.mark.parametrize("x", ["step", "samples", "tokens"])
+def test_matched_runs_raise_nothing(samples, x):
+    assert audit(samples, x=x) == []
+    assert propose_axis(samples) == "tokens"
+
+
+def test_steps_with_different_global_batches(mismatched):
+    codes = {f.code: f for f in audit(mismatched, x="step")}
+    finding = codes["global-batch-mismatch"]
+    assert finding.level == "warning"
+    assert "attn 16, hf_global32 32" in finding.message and "use --x tokens" in finding.message
+
+
+def test_tokens_axis_removes_the_batch_mismatch(mismatched):
+    assert "global-batch-mismatch" not in {f.code for f in audit(mismatched, x="tokens")}
+
+
+def test_same_peak_lr_for_different_batches_shows_both_rules(mismatched):
+    (finding,) = [f for f in audit(mismatched, x="tokens") if f.code == "lr-not-rescaled"]
+    lr = mismatched[0].facts["learning_rate"].value
+    assert lr == mismatched[1].facts["learning_rate"].value
+    assert f"linear rule {lr * 2:.3g}" in finding.message
+    assert f"square-root rule {lr * 2 ** 0.5:.3g}" in finding.message
+
+
+def test_eval_cadence_differs_on_the_tokens_axis(mismatched):
+    (finding,) = [f for f in audit(mismatched, x="tokens") if f.code == "different-eval-cadence"]
+    # attn evaluates every 25 steps × 1,024 tokens, hf_global32 every 10 × 2,048
+    assert "attn 25,600, hf_global32 20,480" in finding.message
+
+
+def test_seq_len_mismatch_on_samples_but_only_info_on_tokens():
+    runs = rc.load_many([SAMPLES / "mamba", SAMPLES / "attn"], settings=["attn:seq_len=128"])
+    on_samples = [f for f in audit(runs, x="samples") if f.code == "seq-len-mismatch"]
+    on_tokens = [f for f in audit(runs, x="tokens") if f.code == "seq-len-mismatch"]
+    assert [f.level for f in on_samples] == ["warning"] and [f.level for f in on_tokens] == ["info"]
+
+
+def test_padding_counted_as_tokens_when_the_counter_includes_padding():
+    run = rc.load(DATA / "hf_tokens")
+    assert run.facts["include_num_input_tokens_seen"].value == "all"
+    codes = [f.code for f in audit([run], x="tokens")]
+    assert codes.count("padding-counted-as-tokens") == 1
+    assert "padding-counted-as-tokens" not in [f.code for f in audit([run], x="step")]
+
+
+def test_world_size_unknown_is_reported_with_the_fix():
+    run = rc.load(DATA / "hf_ddp", source="hf-trainer")
+    (finding,) = [f for f in audit([run], x="tokens") if f.code == "world-size-unknown"]
+    assert "--set hf_ddp:world_size=N" in finding.message

@@ -1,0 +1,81 @@
+"""compare() on real runs: aligned curves, groups, summary numbers and throughput."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+import runcompare as rc
+
+from .conftest import DATA, SAMPLES
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return rc.load_many([SAMPLES / "mamba", SAMPLES / "attn", DATA / "hf_global32"],
+                        settings=["hf_global32:seq_len=64"])
+
+
+def test_aligned_never_extrapolates_and_counts_runs(runs):
+    result = rc.compare(runs, x="tokens", metrics=["train/loss"])
+    aligned = result.aligned
+    last = {run.name: run.frame("tokens").filter(metric="train/loss")["x"].max() for run in runs}
+    for name, end in last.items():
+        beyond = aligned.filter(pl.col("run") == name, pl.col("x") > end)
+        assert beyond["value"].null_count() == beyond.height
+    at_end = aligned.filter(pl.col("x") == 102_400.0)
+    assert at_end["n"].unique().to_list() == [2]  # hf_global32 stops at 61,440 tokens
+
+
+def test_aligned_equals_the_logged_values_at_logged_x(runs):
+    result = rc.compare(runs[:2], x="tokens", metrics=["train/loss"])
+    logged = runs[1].frame("tokens").filter(metric="train/loss").select("x", "value")
+    aligned = result.aligned.filter(run="attn").join(logged, on="x", suffix="_logged")
+    assert aligned.height == logged.height
+    assert (aligned["value"] == aligned["value_logged"]).all()
+
+
+def test_group_band_holds_mean_and_n(runs):
+    result = rc.compare(runs[:2], x="tokens", metrics=["train/loss"],
+                        groups={"g": ["mamba", "attn"]})
+    band = result.bands.filter(x=51_200.0)
+    values = result.aligned.filter(x=51_200.0)["smoothed"]
+    assert band["n"].item() == 2 and band["mean"].item() == pytest.approx(values.mean())
+    assert band["min"].item() == values.min() and band["max"].item() == values.max()
+
+
+def test_speedup_is_the_first_runs_x_to_target_over_each_runs(runs):
+    result = rc.compare(runs[:2], x="tokens", metrics=["train/loss"], target=3.0)
+    rows = {r["run"]: r for r in result.summary.iter_rows(named=True)}
+    first = rows["mamba"]["x_to_target"]
+    assert rows["attn"]["speedup"] == pytest.approx(first / rows["attn"]["x_to_target"])
+    for run in runs[:2]:
+        loss = run.frame("tokens").filter(metric="train/loss").sort("x")
+        assert rows[run.name]["x_to_target"] == loss.filter(pl.col("value") <= 3.0)["x"][0]
+
+
+def test_throughput_from_the_trainers_final_rates(runs):
+    table = rc.compare(runs[:2], x="tokens").throughput
+    for run in runs[:2]:
+        row = table.filter(run=run.name)
+        rate = run.facts["train_samples_per_second"].value
+        if run.scalars["elapsed"].null_count() == run.scalars.height:
+            assert row["samples_per_s"].item() == rate
+        assert row["tokens_per_s"].item() == pytest.approx(row["samples_per_s"].item() * 64)
+
+
+def test_smoothing_runs_on_all_points_before_alignment(runs):
+    result = rc.compare(runs[:1], x="step", metrics=["train/loss"], smooth="tb:0.9")
+    loss = runs[0].frame("step").filter(metric="train/loss").sort("x")["value"].to_list()
+    expected, last = [], 0.0
+    for i, v in enumerate(loss, 1):
+        last = last * 0.9 + 0.1 * v
+        expected.append(last / (1 - 0.9 ** i))
+    assert result.aligned["smoothed"].to_list() == pytest.approx(expected)
+
+
+def test_findings_frame_and_pandas(runs):
+    result = rc.compare(runs, x="step")
+    frame = result.findings
+    assert "global-batch-mismatch" in frame["code"].to_list()
+    assert list(frame.to_pandas().columns) == ["level", "code", "message", "run"]
