@@ -6,6 +6,8 @@ import json
 import re
 import shutil
 
+import pytest
+
 import runcompare as rc
 from runcompare.report.html import render_report
 
@@ -37,12 +39,16 @@ def test_self_contained_no_network():
 def test_one_chart_per_shared_metric_with_every_point():
     comparison = _comparison(SAMPLES / "mamba", SAMPLES / "attn", x="tokens")
     data = _data(render_report(comparison))
-    assert [c["metric"] for c in data["charts"]] == comparison.metrics
+    drawn = [c["metric"] for c in data["charts"]] + [data["lr"]["metric"]]
+    assert sorted(drawn) == sorted(comparison.metrics)
+    assert data["charts"][0]["metric"] == comparison.main == "eval/loss"
+    assert data["lr"]["axis"] == "tokens"
     loss = next(c for c in data["charts"] if c["metric"] == "train/loss")
     for trace, run in zip(loss["traces"], comparison.runs):
         frame = run.scalars.filter(metric="train/loss")
-        assert trace["run"] == run.name
-        assert trace["y"] == frame["value"].to_list()
+        assert trace["run"] == run.name and trace["points"] == frame.height == 20
+        assert trace["y"] == pytest.approx(frame["value"].to_list(), rel=1e-6)
+        assert len(trace["smoothed"]) == 20 and trace["smoothed"][0] == trace["y"][0]
         assert trace["x"]["tokens"] == [float(t) for t in frame["tokens"]]
         assert trace["x"]["step"] == [float(s) for s in frame["step"]]
 
@@ -56,3 +62,16 @@ def test_strings_from_logs_are_escaped(tmp_path):
     assert "<script>alert(1)</script>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert _data(page)["charts"][0]["traces"][0]["run"] == "<script>alert(1)</script>"
+
+
+def test_long_traces_are_reduced_for_drawing_keeping_extremes():
+    import numpy as np
+
+    from runcompare.report.charts import MAX_POINTS, downsample
+
+    values = np.sin(np.linspace(0, 50, 100_000))
+    values[12_345], values[67_890] = 40.0, -40.0  # a spike and a dip
+    keep = downsample(values)
+    assert len(keep) <= MAX_POINTS + 2
+    assert {0, 99_999, 12_345, 67_890} <= set(keep.tolist())
+    assert (np.diff(keep) > 0).all()  # in order, no repeats

@@ -1,33 +1,33 @@
 """The HTML report: one self-contained file (plotly.js embedded once, no network request),
 every string from a log escaped, the same bytes for the same inputs.
 
-The page carries its data as one JSON block and draws the charts in the browser, so the x axis
-can be switched in the page without regenerating the report.
+Top to bottom: verdict, batch hierarchy (source of each number on hover), findings, the main
+metric (raw faint, smoothed bold, seed bands), learning rate against tokens, throughput, the
+other shared metrics, the summary table, and a footer with versions and input paths. The page
+carries its data as one JSON block and draws the charts in the browser, so the x axis can be
+switched in the page without regenerating the report.
 """
 
 from __future__ import annotations
 
 import html
 import json
-import math
+import platform
 import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import polars as pl
-
 from ..analysis import Comparison
 from ..display import fmt
 from ..model import Run
+from .charts import AXIS_LABELS, MAX_POINTS, chart, drawing_smoothing, hidden_points
 from .terminal import _LEVELS
+from .verdict import verdict
 
 __all__ = ["default_report_path", "render_report", "write_report"]
 
-#: Axes the page can switch between, with their labels.
-AXIS_LABELS = {"step": "optimizer step", "micro_step": "micro-step", "samples": "samples",
-               "tokens": "tokens", "epoch": "epoch", "elapsed": "elapsed seconds"}
-_HOVER_AXES = ("step", "samples", "tokens")
+_LR = "train/learning_rate"
 
 
 def default_report_path(runs: Sequence[Run], folder: Path = Path("reports")) -> Path:
@@ -54,23 +54,40 @@ def render_report(comparison: Comparison) -> str:
     """The whole page as a string."""
     from plotly.offline import get_plotlyjs
 
+    smoothing = drawing_smoothing(comparison)
+    ordered = [m for m in comparison.metrics if m != _LR]
+    charts = [chart(comparison, metric, smoothing) for metric in ordered]
+    lr = _lr_chart(comparison, smoothing)
     title = " vs ".join(run.name for run in comparison.runs)
-    data = {"x": comparison.x, "axes": AXIS_LABELS,
-            "charts": [_chart(comparison.runs, metric) for metric in comparison.metrics]}
+    data = {"x": comparison.x, "axes": AXIS_LABELS, "charts": charts, "lr": lr,
+            "runs": [run.name for run in comparison.runs]}
+    main, others = charts[:1], charts[1:]
     body = "\n".join([
         f"<h1>{_e(title)}</h1>",
-        f"<p class=note>Compared on <b>{_e(AXIS_LABELS.get(comparison.x, comparison.x))}</b>. "
-        "Every logged point is drawn.</p>",
+        f'<p id="rc-verdict" class="verdict">{_e(verdict(comparison))}</p>',
         _batch_table(comparison.runs),
         _findings(comparison),
+        _axis_switch(comparison, smoothing.describe(comparison.x), charts + ([lr] if lr else [])),
+        *(f'<h2>{_e(c["metric"])}</h2><div class="chart main" id="chart-{i}"></div>'
+          for i, c in enumerate(main)),
+        '<h2>Learning rate against tokens</h2><div class="chart" id="chart-lr"></div>' if lr
+        else "",
+        _throughput(comparison),
+        "<h2>Other shared metrics</h2>" if others else "",
+        *(f'<div class="chart" id="chart-{i + 1}"></div>' for i in range(len(others))),
         _summary(comparison),
-        '<p><label>x axis <select id="rc-axis"></select></label></p>',
-        "\n".join(f'<div class="chart" id="chart-{i}"></div>'
-                  for i in range(len(comparison.metrics))),
         _footer(comparison.runs),
     ])
     return _PAGE.format(title=_e(title), csp=_CSP, style=_STYLE, plotly=get_plotlyjs(),
                         data=_json_for_script(data), script=_SCRIPT, body=body)
+
+
+def _lr_chart(comparison: Comparison, smoothing: Any) -> dict[str, Any] | None:
+    if _LR not in comparison.metrics:
+        return None
+    drawn = chart(comparison, _LR, smoothing)
+    axis = "tokens" if all("tokens" in t["x"] for t in drawn["traces"]) else comparison.x
+    return {**drawn, "axis": axis}
 
 
 def _e(value: object) -> str:
@@ -83,21 +100,16 @@ def _json_for_script(data: Any) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def _finite(values: list[float | None]) -> list[float | None]:
-    return [v if v is not None and math.isfinite(v) else None for v in values]
-
-
-def _chart(runs: Sequence[Run], metric: str) -> dict[str, Any]:
-    traces = []
-    for run in runs:
-        frame = run.scalars.filter(pl.col("metric") == metric)
-        if frame.is_empty():
-            continue
-        axes = {axis: _finite(frame.get_column(axis).cast(pl.Float64).to_list())
-                for axis in AXIS_LABELS if frame.get_column(axis).null_count() < frame.height}
-        traces.append({"run": run.name, "x": axes,
-                       "y": _finite(frame.get_column("value").to_list())})
-    return {"metric": metric, "traces": traces}
+def _axis_switch(comparison: Comparison, smoothing: str, charts: list[dict[str, Any]]) -> str:
+    hidden = hidden_points(charts)
+    drawn = (f"Each trace is drawn with at most {MAX_POINTS:,} points (first, last, and the "
+             f"minimum and maximum of each bucket): {hidden:,} logged points are not drawn. "
+             if hidden else "Every logged point is drawn. ")
+    return (f'<p class=note>Compared on <b>{_e(AXIS_LABELS.get(comparison.x, comparison.x))}'
+            f"</b>. Faint: values as logged; bold: {_e(smoothing)}, computed on all points. "
+            f"{drawn}Smoothing, seed bands and the summary use every point; bands show on "
+            f"{_e(comparison.x)} only.</p>"
+            '<p><label>x axis <select id="rc-axis"></select></label></p>')
 
 
 def _batch_table(runs: Sequence[Run]) -> str:
@@ -116,8 +128,19 @@ def _findings(comparison: Comparison) -> str:
         return "<h2>Findings</h2><p>None.</p>"
     items = "".join(
         f'<li class="{_e(f.level)}"><b>{_e(f.level)}</b> <code>{_e(f.code)}</code> '
-        f"{_e(f.run + ': ' if f.run else '')}{_e(f.message)}</li>" for f in comparison.finding_list)
+        f"{_e(f.run + ': ' if f.run else '')}{_e(f.message)}</li>"
+        for f in comparison.finding_list)
     return f"<h2>Findings</h2><ul class=findings>{items}</ul>"
+
+
+def _throughput(comparison: Comparison) -> str:
+    columns = {"samples_per_s": "samples/s", "tokens_per_s": "tokens/s",
+               "tokens_per_s_per_device": "tokens/s per device", "mfu": "MFU"}
+    head = "".join(f"<th>{label}</th>" for label in columns.values())
+    rows = "".join(
+        f"<tr><th>{_e(r['run'])}</th>{''.join(f'<td>{fmt(r[c])}</td>' for c in columns)}</tr>"
+        for r in comparison.throughput.iter_rows(named=True))
+    return f"<h2>Throughput</h2><table><tr><th></th>{head}</tr>{rows}</table>"
 
 
 def _summary(comparison: Comparison) -> str:
@@ -128,19 +151,24 @@ def _summary(comparison: Comparison) -> str:
         f"<tr><td>{_e(r['metric'])}</td><td>{_e(r['run'])}</td><td>{fmt(r['final'])}</td>"
         f"<td>{fmt(r['best'])}</td><td>{fmt(r['at_common_budget'])} "
         f"<small>at {x} {fmt(r['budget'])}</small></td><td>{fmt(r['x_to_target'])} "
-        f"<small>to {fmt(r['target'])}</small></td></tr>"
+        f"<small>to {fmt(r['target'])}</small></td><td>{fmt(r['speedup'])}</td>"
+        f"<td>{fmt(r['elapsed_to_target'])}</td></tr>"
         for r in comparison.summary.iter_rows(named=True))
     return (f"<h2>Summary</h2><table class=summary><tr><th>metric</th><th>run</th>"
-            f"<th>final</th><th>best</th><th>at common budget</th><th>{x} to target</th></tr>"
-            f"{rows}</table>")
+            f"<th>final</th><th>best</th><th>at common budget</th><th>{x} to target</th>"
+            f"<th>speedup</th><th>seconds to target</th></tr>{rows}</table>")
 
 
 def _footer(runs: Sequence[Run]) -> str:
+    from importlib.metadata import version
+
     from .. import __version__
 
+    versions = ", ".join(f"{name} {version(name)}" for name in ("polars", "plotly"))
     paths = "".join(f"<li>{_e(run.name)}: <code>{_e(run.path)}</code> ({_e(run.format)})</li>"
                     for run in runs)
-    return f"<footer><p>runcompare {_e(__version__)}</p><ul>{paths}</ul></footer>"
+    return (f"<footer><p>runcompare {_e(__version__)} · Python {platform.python_version()} · "
+            f"{_e(versions)}</p><ul>{paths}</ul></footer>")
 
 
 #: No request leaves the page: everything it needs is inline.
@@ -151,14 +179,22 @@ _STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 8px}
 td{text-align:right}td[title]{cursor:help}.note{color:#666}
-.warning{color:#8a5a00}.error{color:#b00020}.info{color:#555}.chart{height:420px}
-footer{margin-top:3em;color:#666;font-size:12px}
+.verdict{font-size:17px;padding:.6em .8em;background:#f3f6fa;border-left:4px solid #2a6ebb}
+.warning{color:#8a5a00}.error{color:#b00020}.info{color:#555}.chart{height:380px}
+.chart.main{height:480px}footer{margin-top:3em;color:#666;font-size:12px}
 """
 
 _SCRIPT = """
 (function () {
   const data = JSON.parse(document.getElementById("rc-data").textContent);
+  const palette = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
+                   "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
+  const colour = name => palette[data.runs.indexOf(name) % palette.length];
+  // plotly reads trace names as its own small HTML: entities keep them literal text
+  const text = s => String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;")
+    .replace(/>/g, "&gt;");
   const select = document.getElementById("rc-axis");
+  const all = data.charts.concat(data.lr ? [data.lr] : []);
   const shared = Object.keys(data.axes).filter(a => data.charts.every(
     c => c.traces.every(t => a in t.x)));
   for (const axis of shared) {
@@ -167,18 +203,42 @@ _SCRIPT = """
     option.selected = axis === data.x; select.appendChild(option);
   }
   const hover = ["step", "samples", "tokens"];
+  function traces(chart, axis) {
+    const out = [];
+    if (axis === data.x) {
+      for (const b of chart.bands) {
+        const band = {type: "scatter", mode: "lines", line: {width: 0}, hoverinfo: "skip",
+                      legendgroup: b.group, showlegend: false, x: b.x};
+        out.push(Object.assign({}, band, {y: b.max, name: text(b.group) + " max"}));
+        out.push(Object.assign({}, band, {y: b.min, name: text(b.group) + " min",
+          fill: "tonexty", fillcolor: "rgba(120,120,120,0.18)"}));
+        out.push({type: "scatter", mode: "lines", x: b.x, y: b.mean, legendgroup: b.group,
+                  name: text(b.group) + " mean (n=" + b.n + ")",
+                  line: {dash: "dash", width: 2}});
+      }
+    }
+    for (const t of chart.traces) {
+      const x = t.x[axis];
+      const customdata = t.y.map((_, j) => hover.map(a => (t.x[a] || [])[j] ?? null));
+      const common = {type: "scatter", x: x, customdata: customdata, legendgroup: t.run,
+                      hovertemplate: "%{fullData.name}<br>%{y}<br>step %{customdata[0]:,}" +
+                        "<br>samples %{customdata[1]:,}<br>tokens %{customdata[2]:,}" +
+                        "<extra></extra>"};
+      out.push(Object.assign({}, common, {mode: "lines", y: t.y, name: text(t.run) + " raw",
+        showlegend: false, opacity: 0.3, line: {width: 1, color: colour(t.run)}}));
+      out.push(Object.assign({}, common, {mode: "lines", y: t.smoothed, name: text(t.run),
+        line: {width: 2.5, color: colour(t.run)}}));
+    }
+    return out;
+  }
+  function plot(id, chart, axis) {
+    Plotly.react(id, traces(chart, axis), {
+      title: {text: chart.metric}, xaxis: {title: {text: data.axes[axis]}},
+      margin: {t: 40, r: 10}, legend: {orientation: "h"}}, {displaylogo: false});
+  }
   function draw(axis) {
-    data.charts.forEach(function (chart, i) {
-      const traces = chart.traces.map(t => ({
-        type: "scatter", mode: "lines+markers", marker: {size: 4}, name: t.run,
-        x: t.x[axis], y: t.y,
-        customdata: t.y.map((_, j) => hover.map(a => (t.x[a] || [])[j] ?? null)),
-        hovertemplate: "%{fullData.name}<br>%{y}<br>step %{customdata[0]:,}" +
-          "<br>samples %{customdata[1]:,}<br>tokens %{customdata[2]:,}<extra></extra>"}));
-      Plotly.react("chart-" + i, traces, {
-        title: {text: chart.metric}, xaxis: {title: {text: data.axes[axis]}},
-        margin: {t: 40, r: 10}, legend: {orientation: "h"}}, {displaylogo: false});
-    });
+    data.charts.forEach((chart, i) => plot("chart-" + i, chart, axis));
+    if (data.lr) plot("chart-lr", data.lr, data.lr.axis);
   }
   select.addEventListener("change", () => draw(select.value));
   draw(data.x);
