@@ -3,21 +3,24 @@ command, so ``runcompare mamba/ attn/ --x tokens`` works."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from typer.core import TyperGroup
 
 from .analysis import compare as compare_runs
 from .analysis.groups import parse_groups
 from .batch import plan_batch
 from .errors import RuncompareError
+from .export import export as export_runs
 from .load import load_many
 from .report import default_report_path, print_comparison, print_plan, print_run, write_report
 
@@ -53,7 +56,25 @@ NoCache = Annotated[bool, typer.Option("--no-cache", help="Reread every file.")]
 
 
 def _console() -> Console:
+    """Tables on stdout: 100 columns and no colour when it is not a terminal."""
     return Console(highlight=False, width=100 if not sys.stdout.isatty() else None)
+
+
+@contextlib.contextmanager
+def _reading() -> Iterator[Callable[[int, int, str], None] | None]:
+    """A progress bar on stderr while runs are read, when stderr is a terminal."""
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        yield None
+        return
+    with Progress(TextColumn("reading {task.description}"), BarColumn(),
+                  MofNCompleteColumn(), console=console, transient=True) as bar:
+        task = bar.add_task("runs", total=None)
+
+        def update(done: int, total: int, name: str) -> None:
+            bar.update(task, completed=done, total=total, description=name)
+
+        yield update
 
 
 def _errors(command: F) -> F:
@@ -97,8 +118,9 @@ def compare(
     no_cache: NoCache = False,
 ) -> None:
     """Compare runs: batch hierarchy, summary of the main metric, findings, HTML report."""
-    loaded = load_many(runs, source=source, settings=settings or (), duplicates=duplicates,
-                       cache=not no_cache)
+    with _reading() as progress:
+        loaded = load_many(runs, source=source, settings=settings or (), duplicates=duplicates,
+                           cache=not no_cache, progress=progress)
     comparison = compare_runs(loaded, x=x, metrics=metric or None, smooth=smooth, target=target,
                               groups=parse_groups(group or (), loaded) or None)
     report = None
@@ -161,6 +183,33 @@ def batch(
         typer.echo(json.dumps(plan.to_json(), indent=2))
     else:
         print_plan(plan, _console())
+
+
+@app.command()
+@_errors
+def export(
+    runs: Annotated[list[Path], typer.Argument(help="Run folders or log files.")],
+    output: Annotated[Path, typer.Option(
+        "-o", "--output", help="Destination: a file (csv, jsonl) or a folder (parquet dataset, "
+        "TensorBoard logdir).")],
+    fmt: Annotated[str | None, typer.Option(
+        "--format", help="parquet, csv, jsonl or tensorboard (default: from the output's "
+        "suffix, else parquet).")] = None,
+    x: Annotated[str | None, typer.Option(
+        "--x", help="TensorBoard step axis: tokens (default), samples, micro_step or step.")] = None,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Replace an earlier export at the output path.")] = False,
+    settings: Settings = None,
+    source: SourceOpt = None,
+    duplicates: Duplicates = "keep-last",
+    no_cache: NoCache = False,
+) -> None:
+    """Write every point of the runs as a parquet dataset, CSV, JSON lines or TensorBoard events."""
+    loaded = load_many(runs, source=source, settings=settings or (), duplicates=duplicates,
+                       cache=not no_cache)
+    done = export_runs(loaded, output, format=fmt, x=x, force=force)
+    typer.echo(f"wrote {done.points:,} points of {done.runs} run(s) as {done.format} to "
+               f"{done.path} ({len(done.files)} file(s))")
 
 
 def main() -> None:

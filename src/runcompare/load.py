@@ -3,7 +3,7 @@ and put every point on every axis."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,11 +38,13 @@ def load(path: str | Path, *, name: str | None = None, source: str | None = None
 
 def load_many(paths: Iterable[str | Path], *, source: str | None = None,
               settings: Iterable[str] = (), duplicates: str = "keep-last", cache: bool = True,
+              progress: Callable[[int, int, str], None] | None = None,
               **facts: Any) -> list[Run]:
     """Read the runs under ``paths`` (a folder of several runs gives one run per subfolder).
 
     ``settings`` are ``--set`` strings (``KEY=VALUE`` for every run, ``RUN:KEY=VALUE`` for the
-    run named RUN); ``facts`` apply to every run.
+    run named RUN); ``facts`` apply to every run; ``progress(done, total, name)`` is called
+    before each run is read.
     """
     per_run = parse_settings(settings)
     common = {key: user_fact(key, value, source="load_many()") for key, value in facts.items()}
@@ -53,9 +55,13 @@ def load_many(paths: Iterable[str | Path], *, source: str | None = None,
     if unknown:
         raise UsageError(f"--set names no run called {', '.join(sorted(unknown))}; the runs "
                          f"are {', '.join(names)}")
-    return [_load(root, source=source, user={**common, **per_run.get(name, {})}, default=name,
-                  duplicates=duplicates, cache=cache)
-            for (root, _), name in zip(roots, names)]
+    runs = []
+    for done, ((root, _), name) in enumerate(zip(roots, names)):
+        if progress is not None:
+            progress(done, len(roots), name)
+        runs.append(_load(root, source=source, user={**common, **per_run.get(name, {})},
+                          default=name, duplicates=duplicates, cache=cache))
+    return runs
 
 
 def expand(path: Path, *, source: str | None = None) -> list[tuple[Path, str]]:
