@@ -1,8 +1,9 @@
-"""runcompare: compare ML training runs on a fair axis.
+"""runcompare: compare ML training runs on a fair axis. ::
 
->>> import runcompare as rc                                              # doctest: +SKIP
->>> runs = rc.load_many(["sample_logs/mamba", "sample_logs/attn"])       # doctest: +SKIP
->>> runs[0].frame(x="tokens")                                            # doctest: +SKIP
+    import runcompare as rc
+    runs = rc.load_many(["sample_logs/mamba", "sample_logs/attn"])
+    runs[0].frame(x="tokens")            # polars; runs[0].to_pandas(x="tokens") for pandas
+    rc.compare(runs).summary
 """
 
 from __future__ import annotations

@@ -23,10 +23,10 @@ def load(path: str | Path, *, name: str | None = None, source: str | None = None
     """Read one run from ``path``; ``facts`` (e.g. ``seq_len=1024``) override what the logs say.
 
     ``duplicates`` says what to do with steps a restarted leg logged again (``keep-last``,
-    ``keep-first``, ``all``); ``cache=False`` rereads every file.
+    ``keep-first``, ``all``); ``cache=False`` rereads every file. ::
 
-    >>> run = load("sample_logs/attn")                                  # doctest: +SKIP
-    >>> run.frame(x="tokens").filter(metric="train/loss")               # doctest: +SKIP
+        run = load("sample_logs/attn", seq_len=64)
+        run.frame(x="tokens").filter(metric="train/loss")
     """
     user = {key: user_fact(key, value, source="load()") for key, value in facts.items()}
     if name is not None:
