@@ -2,9 +2,11 @@
 
 Trains a tiny causal LM (Mamba or Llama) with the real ``transformers.Trainer``
 on CPU over deterministic synthetic token sequences, reporting to TensorBoard
-and Weights & Biases (offline).  It is meant to be launched as a subprocess
-(plain ``python`` or ``torchrun``) whose stdout+stderr go to one log file, so
-the output looks exactly like a training job's console log.
+and Weights & Biases (offline) by default (``--report-to``).  It is meant to be
+launched as a subprocess (plain ``python`` or ``torchrun``) whose stdout+stderr
+go to one log file, so the output looks exactly like a training job's console
+log.  It works with transformers 5.x and with 4.45 (the pre-4.46 release used
+for the ``hf_v4_accum4`` run).
 
 Not a library module: run it through ``make_sample_logs.py``.
 """
@@ -35,6 +37,11 @@ def parse_args(argv=None):
     p.add_argument("--num-train-samples", type=int, default=1024)
     p.add_argument("--num-eval-samples", type=int, default=64)
     p.add_argument("--include-num-input-tokens-seen", default="no")
+    p.add_argument(
+        "--report-to",
+        default="tensorboard,wandb",
+        help="comma-separated TrainingArguments.report_to integrations",
+    )
     p.add_argument("--resume", action="store_true", help="resume_from_checkpoint=True")
     p.add_argument(
         "--ignore-data-skip",
@@ -161,13 +168,16 @@ def main(argv=None):
         save_strategy="steps",
         save_steps=args.save_steps,
         save_total_limit=args.save_total_limit,
-        report_to=["tensorboard", "wandb"],
+        report_to=args.report_to.split(","),
         log_level="info",
         disable_tqdm=False,
         seed=args.seed,
         use_cpu=True,
         dataloader_num_workers=0,
-        include_num_input_tokens_seen=args.include_num_input_tokens_seen,
+        # transformers 4.x takes a bool here (the string "no" would be truthy); 5.x maps False to "no".
+        include_num_input_tokens_seen=(
+            False if args.include_num_input_tokens_seen == "no" else args.include_num_input_tokens_seen
+        ),
         ignore_data_skip=args.ignore_data_skip,
     )
 

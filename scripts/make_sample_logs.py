@@ -21,6 +21,10 @@ learning rate 3e-3, ``report_to=["tensorboard", "wandb"]`` with W&B offline):
                             4 x 2 accum x world 2 = 16, max_steps 30
   tests/data/hf_tokens/     Llama, 2 x 8 = 16, max_steps 30, include_num_input_tokens_seen="all"
   tests/data/hf_global32/   Llama, 4 x 8 = 32, max_steps 30
+  tests/data/hf_v4_accum4/  Llama, 4 x 4 = 16, max_steps 30, trained with transformers 4.45.2
+                            (before the 4.46 change to loss normalisation under gradient
+                            accumulation) under the Python of another venv, OLD_TF_PYTHON;
+                            report_to=["tensorboard"] only
 
 Each run directory holds what the Trainer and its integrations wrote:
 ``train.log`` (stdout+stderr of the training process(es), interleaved in one
@@ -39,7 +43,16 @@ Usage (from the repo root)::
     /work/genvenv/bin/python scripts/make_sample_logs.py --list
 
 Versions used for the checked-in logs: Python 3.11, torch 2.13.0+cpu,
-transformers 5.24.0, accelerate 1.15.0, wandb 0.31.0, tensorboard 2.21.0.
+transformers 5.24.0, accelerate 1.15.0, wandb 0.31.0, tensorboard 2.21.0;
+hf_v4_accum4 instead: transformers 4.45.2, accelerate 1.0.1, tokenizers 0.20.3
+(same torch and tensorboard), from a venv made with::
+
+    python3 -m venv /work/oldtf
+    /work/oldtf/bin/pip install torch==2.13.0 transformers==4.45.2 accelerate==1.0.1 tensorboard
+
+A run whose spec names a ``python`` is launched with that interpreter instead of
+the one running this script.
+
 Each run wipes and recreates its output directory.  Runtime: about 2-5
 minutes in total on 2 CPU cores.
 """
@@ -58,6 +71,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 WORKER = Path("scripts") / "_hf_train.py"
+
+# Interpreter of the transformers 4.45 venv (see the docstring) for hf_v4_accum4.
+OLD_TF_PYTHON = "/work/oldtf/bin/python"
 
 COMMON = {
     "--learning-rate": "3e-3",
@@ -82,6 +98,8 @@ class Run:
     extra: list[str] = field(default_factory=list)
     crash_then_resume_at: int | None = None  # leg 1 crashes after this step, leg 2 resumes
     resume_extra: list[str] = field(default_factory=list)  # extra worker args for leg 2
+    report_to: str = "tensorboard,wandb"  # TrainingArguments.report_to, comma-separated
+    python: str | None = None  # interpreter to train with; None = the one running this script
 
 
 RUNS = [
@@ -95,6 +113,8 @@ RUNS = [
     Run("hf_tokens", "tests/data/hf_tokens", "llama", 2, 8, 30, 5, 10, 30,
         extra=["--include-num-input-tokens-seen", "all"]),
     Run("hf_global32", "tests/data/hf_global32", "llama", 4, 8, 30, 5, 10, 30),
+    Run("hf_v4_accum4", "tests/data/hf_v4_accum4", "llama", 4, 4, 30, 5, 10, 30,
+        report_to="tensorboard", python=OLD_TF_PYTHON),
 ]
 
 # Files that are model weights or large binary training state (or tokenizer files).
@@ -135,6 +155,7 @@ def worker_cmd(run: Run, resume: bool = False, crash_at: int | None = None) -> l
         "--logging-steps", str(run.logging_steps),
         "--eval-steps", str(run.eval_steps),
         "--save-steps", str(run.save_steps),
+        "--report-to", run.report_to,
     ]
     if run.save_total_limit is not None:
         args += ["--save-total-limit", str(run.save_total_limit)]
@@ -145,16 +166,17 @@ def worker_cmd(run: Run, resume: bool = False, crash_at: int | None = None) -> l
         args.append("--resume")
     if crash_at is not None:
         args += ["--crash-at-step", str(crash_at)]
+    python = run.python or sys.executable
     if run.nproc > 1:
-        torchrun = Path(sys.executable).parent / "torchrun"
-        launcher = [str(torchrun)] if torchrun.exists() else [sys.executable, "-m", "torch.distributed.run"]
+        torchrun = Path(python).parent / "torchrun"
+        launcher = [str(torchrun)] if torchrun.exists() else [python, "-m", "torch.distributed.run"]
         return launcher + [
             "--nproc_per_node", str(run.nproc),
             "--master_addr", "127.0.0.1",
             "--master_port", str(free_port()),
             str(WORKER),
         ] + args
-    return [sys.executable, str(WORKER)] + args
+    return [python, str(WORKER)] + args
 
 
 def run_env(run: Run) -> dict[str, str]:
@@ -232,9 +254,12 @@ def main(argv=None) -> None:
         for r in RUNS:
             print(f"{r.name:12s} {r.out}")
         return
-    for r in RUNS:
-        if not a.only or r.name in a.only:
-            make(r)
+    selected = [r for r in RUNS if not a.only or r.name in a.only]
+    for r in selected:
+        if r.python is not None and not Path(r.python).exists():
+            raise SystemExit(f"{r.name}: interpreter {r.python} not found; make it as the docstring says")
+    for r in selected:
+        make(r)
 
 
 if __name__ == "__main__":

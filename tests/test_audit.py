@@ -72,3 +72,17 @@ def test_world_size_unknown_is_reported_with_the_fix():
     run = rc.load(DATA / "hf_ddp", source="hf-trainer")
     (finding,) = [f for f in audit([run], x="tokens") if f.code == "world-size-unknown"]
     assert "--set hf_ddp:world_size=N" in finding.message
+
+
+def test_transformers_before_the_loss_fix_with_accumulation():
+    old, new = rc.load_many([DATA / "hf_v4_accum4", SAMPLES / "attn"],
+                            settings=["hf_v4_accum4:grad_accum=4", "hf_v4_accum4:seq_len=64"])
+    assert old.facts["transformers_version"].value == "4.45.2"
+    assert new.facts["transformers_version"].value.startswith("5.")
+    (finding,) = [f for f in audit([old, new], x="tokens")
+                  if f.code == "loss-normalisation-changed"]
+    assert "hf_v4_accum4 (transformers 4.45.2, accumulation 4)" in finding.message
+    assert finding.level == "warning"
+    # two runs of the same, current release raise nothing of the kind
+    assert "loss-normalisation-changed" not in {
+        f.code for f in audit(rc.load_many([SAMPLES / "mamba", SAMPLES / "attn"]), x="tokens")}

@@ -182,9 +182,10 @@ def _loss_normalisation(runs: Sequence[Run], x: str) -> list[Finding]:
         return []
     return [Finding("warning", "loss-normalisation-changed",
                     f"{', '.join(old)} trained before transformers 4.46 fixed how the loss is "
-                    "normalised under gradient accumulation: its logged loss is biased by the "
-                    "accumulation and not comparable to the other runs'; compare eval metrics, "
-                    "or retrain with transformers ≥ 4.46")]
+                    "normalised under gradient accumulation: where micro-batches hold different "
+                    "numbers of tokens (variable lengths, padding), its logged training loss is "
+                    "a mean of micro-batch means, biased and not comparable to the other runs'; "
+                    "compare eval metrics, or retrain with transformers ≥ 4.46")]
 
 
 def _eval_cadence(runs: Sequence[Run], x: str) -> list[Finding]:
