@@ -1,0 +1,83 @@
+"""Benchmark: read a .wandb file holding 1,000,000 history values; print values/s.
+
+The file is written by the real wandb package in offline mode (100,000 ``wandb.log`` calls of
+10 metrics each, plus ``train/global_step`` declared as the step metric, the way the HF Trainer
+logs), once, into a cache folder; later runs reuse it. Writing needs a Python with wandb::
+
+    /work/devvenv/bin/python benchmarks/wandb_ingest.py --wandb-python /work/genvenv/bin/python
+
+Options: ``--calls N`` (log calls, default 100,000), ``--metrics M`` (values per call,
+default 10), ``--repeat R`` (timed reads, best is reported), ``--dir`` (cache folder).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+WRITER = """
+import math, sys, wandb
+calls, metrics, folder = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+run = wandb.init(project="runcompare-bench", name="bench", dir=folder,
+                 settings=wandb.Settings(console="off", x_disable_stats=True),
+                 config={"per_device_train_batch_size": 8, "gradient_accumulation_steps": 4})
+run.define_metric("train/global_step")
+run.define_metric("*", step_metric="train/global_step")
+names = [f"train/metric_{j}" for j in range(metrics)]
+for step in range(1, calls + 1):
+    row = {name: math.sin(step * 0.001 + j) for j, name in enumerate(names)}
+    row["train/global_step"] = step
+    run.log(row)
+run.finish()
+"""
+
+
+def make(folder: Path, calls: int, metrics: int, python: str) -> Path:
+    """Write the run with the real wandb (offline) unless it is there; return its run folder."""
+    done = folder / "DONE"
+    if not done.is_file():
+        folder.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
+        started = time.perf_counter()
+        subprocess.run([python, "-c", WRITER, str(calls), str(metrics), str(folder)],
+                       check=True, env=env)
+        print(f"wrote {calls:,} log calls × {metrics} values with wandb in "
+              f"{time.perf_counter() - started:.0f} s")
+        done.write_text("ok\n")
+    return next((folder / "wandb").glob("offline-run-*"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=100_000)
+    parser.add_argument("--metrics", type=int, default=10)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--wandb-python", default=sys.executable)
+    parser.add_argument("--dir", type=Path, default=None)
+    args = parser.parse_args()
+    folder = args.dir or Path(tempfile.gettempdir()) / (
+        f"runcompare-bench-wandb-{args.calls}x{args.metrics}")
+    run = make(folder, args.calls, args.metrics, args.wandb_python)
+    from runcompare.sources import wandb
+
+    file = next(run.glob("*.wandb"))
+    times = []
+    for _ in range(args.repeat):
+        started = time.perf_counter()
+        raw = wandb.read(run)
+        times.append(time.perf_counter() - started)
+    best = min(times)
+    values = raw.points  # metric values (the step metric is the step, not a value)
+    print(f"{file.name}: {file.stat().st_size / 1e6:.1f} MB, {values:,} values "
+          f"({raw.scalars.get_column('metric').n_unique()} metrics, step unit "
+          f"{raw.step_unit})")
+    print(f"read: best {best:.3f} s of {args.repeat} -> {values / best:,.0f} values/s")
+
+
+if __name__ == "__main__":
+    main()
