@@ -1,0 +1,160 @@
+"""MLflow's SQLite tracking store (``mlflow.db``, MLflow 3's default), read with the stdlib.
+
+The database is opened read-only (``file:...?mode=ro``); nothing is ever written to it. One
+run = one row of ``runs`` (deleted runs and runs of deleted experiments are skipped). Its
+points are the ``metrics`` rows of that ``run_uuid``: MLflow stores NaN as 0.0 with
+``is_nan = 1`` and ±inf as ±1.7976931348623157e308 (the largest double); both are turned
+back into NaN and ±inf. Timestamps are milliseconds.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import polars as pl
+
+from ..errors import InputError
+
+__all__ = ["METRIC_SCHEMA", "RunRecord", "databases", "is_database", "read_run", "run_ids",
+           "run_name"]
+
+HEADER = b"SQLite format 3\x00"
+SUFFIXES = (".db", ".sqlite", ".sqlite3")
+#: The name MLflow gives its database; claimed even when damaged, so the user sees why.
+DEFAULT_NAME = "mlflow.db"
+_TABLES = {"runs", "metrics", "params", "tags"}
+#: Columns of a run's metric points as both stores give them.
+METRIC_SCHEMA = {"key": pl.String, "value": pl.Float64, "step": pl.Int64,
+                 "timestamp": pl.Int64}
+
+
+@dataclass
+class RunRecord:
+    """One MLflow run as either store holds it (metrics frame of :data:`METRIC_SCHEMA`)."""
+
+    run_id: str
+    name: str | None
+    experiment: str | None
+    status: str | None
+    deleted: bool
+    metrics: pl.DataFrame
+    params: dict[str, str] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+def databases(path: Path) -> list[Path]:
+    """The MLflow SQLite databases at ``path`` (the file itself, or files in the folder)."""
+    if path.is_file():
+        return [path] if is_database(path) else []
+    if not path.is_dir():
+        return []
+    return [f for f in sorted(path.iterdir()) if f.suffix in SUFFIXES and is_database(f)]
+
+
+def is_database(file: Path) -> bool:
+    """An SQLite file with MLflow's runs/metrics/params/tags tables (or named mlflow.db)."""
+    try:
+        with file.open("rb") as handle:
+            magic = handle.read(len(HEADER))
+    except OSError:
+        return False
+    if magic != HEADER:
+        return file.name == DEFAULT_NAME and file.is_file()
+    try:
+        with _connect(file) as conn:
+            names = {row[0] for row in _query(
+                conn, file, "SELECT name FROM sqlite_master WHERE type = 'table'", ())}
+    except InputError:
+        return file.name == DEFAULT_NAME
+    return _TABLES <= names
+
+
+def run_ids(db: Path) -> list[str]:
+    """Ids of the live runs (not deleted, in a live experiment), oldest first."""
+    with _connect(db) as conn:
+        rows = _query(conn, db, """
+            SELECT r.run_uuid FROM runs r LEFT JOIN experiments e
+                ON e.experiment_id = r.experiment_id
+            WHERE r.lifecycle_stage = 'active'
+              AND (e.lifecycle_stage IS NULL OR e.lifecycle_stage = 'active')
+            ORDER BY r.start_time, r.run_uuid""", ())
+    return [row[0] for row in rows]
+
+
+def run_name(db: Path, run_id: str) -> str | None:
+    """The run's name (``runs.name``, else the ``mlflow.runName`` tag), cheaply."""
+    with _connect(db) as conn:
+        rows = _query(conn, db, """
+            SELECT r.name, t.value FROM runs r LEFT JOIN tags t
+                ON t.run_uuid = r.run_uuid AND t.key = 'mlflow.runName'
+            WHERE r.run_uuid = ?""", (run_id,))
+    return next((name or tag for name, tag in rows if name or tag), None)
+
+
+def read_run(db: Path, run_id: str) -> RunRecord:
+    """Everything runcompare needs of run ``run_id`` in ``db``."""
+    with _connect(db) as conn:
+        runs = _query(conn, db, """
+            SELECT r.name, r.status, r.lifecycle_stage, e.name FROM runs r
+                LEFT JOIN experiments e ON e.experiment_id = r.experiment_id
+            WHERE r.run_uuid = ?""", (run_id,))
+        if not runs:
+            known = ", ".join(run_ids(db)[:5]) or "none"
+            raise InputError(f"{db}: no run with id {run_id!r} (live runs: {known}); pass the "
+                             "database or its folder to read every run")
+        name, status, stage, experiment = runs[0]
+        rows = _query(conn, db, """
+            SELECT key, value, step, timestamp, is_nan FROM metrics WHERE run_uuid = ?""",
+                      (run_id,))
+        params = dict(_query(conn, db, "SELECT key, value FROM params WHERE run_uuid = ?",
+                             (run_id,)))
+        tags = dict(_query(conn, db, "SELECT key, value FROM tags WHERE run_uuid = ?",
+                           (run_id,)))
+    return RunRecord(run_id=run_id, name=name or tags.get("mlflow.runName"),
+                     experiment=experiment, status=status, deleted=stage == "deleted",
+                     metrics=_metrics(rows), params=params, tags=tags)
+
+
+def _metrics(rows: list[tuple[Any, ...]]) -> pl.DataFrame:
+    frame = pl.DataFrame(rows, schema={**METRIC_SCHEMA, "is_nan": pl.Int64}, orient="row")
+    huge = sys.float_info.max
+    value = (pl.when(pl.col("is_nan") == 1).then(float("nan"))
+             .when(pl.col("value") >= huge).then(float("inf"))
+             .when(pl.col("value") <= -huge).then(float("-inf"))
+             .otherwise(pl.col("value")))
+    return (frame.with_columns(value=value).select(list(METRIC_SCHEMA))
+            .sort("timestamp", "step", maintain_order=True))
+
+
+@contextmanager
+def _connect(db: Path) -> Iterator[sqlite3.Connection]:
+    """A read-only connection (never creates or changes the file), closed on exit."""
+    uri = f"file:{quote(str(db.resolve()))}?mode=ro"
+    try:
+        conn = sqlite3.connect(uri, uri=True)
+    except sqlite3.Error as exc:
+        raise _error(db, exc) from exc
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def _query(conn: sqlite3.Connection, db: Path, sql: str,
+           args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    try:
+        return conn.execute(sql, args).fetchall()
+    except sqlite3.Error as exc:
+        raise _error(db, exc) from exc
+
+
+def _error(db: Path, exc: sqlite3.Error) -> InputError:
+    return InputError(f"{db}: cannot be read as an MLflow SQLite database ({exc}); check that "
+                      "it is the tracking database MLflow wrote (sqlite:///...) and not damaged")

@@ -1,0 +1,265 @@
+"""The MLflow source on real stores (made by scripts/make_lightning_mlflow_logs.py): a file store
+and an SQLite database. Damaged inputs are made in tmp_path from copies, as each test says.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import shutil
+import sqlite3
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import runcompare as rc
+from runcompare.errors import InputError
+from runcompare.model import RAW_SCHEMA
+from runcompare.sources import REGISTRY, mlflow, mlflow_sqlite
+
+from .conftest import DATA
+
+STORE = DATA / "mlflow" / "file_store"
+MLRUNS = STORE / "mlruns"
+DB = DATA / "mlflow" / "sqlite" / "mlflow.db"
+
+
+def _file_runs() -> dict[str, Path]:
+    return {mlflow.run_name(root): root for root in mlflow.expand(STORE)}
+
+
+def _db_runs() -> dict[str, Path]:
+    return {mlflow.run_name(root): root for root in mlflow.expand(DB.parent)}
+
+
+def _lines(run: Path, key: str) -> list[list[str]]:
+    return [line.split() for line in (run / "metrics" / key).read_text().splitlines()]
+
+
+def _points(raw, metric: str) -> list[tuple[int, float]]:
+    frame = raw.scalars.filter(metric=metric)
+    return list(zip(frame.get_column("step").to_list(), frame.get_column("value").to_list()))
+
+
+# -- file store ---------------------------------------------------------------------------
+
+
+def test_registered_and_each_live_run_of_a_file_store_is_a_root():
+    assert REGISTRY["mlflow"] is mlflow
+    for path in (STORE, MLRUNS):
+        assert mlflow.sniff(path)
+        roots = mlflow.expand(path)
+        assert [mlflow.run_name(r) for r in roots] == ["accum2", "accum1"]  # "deleted" skipped
+        assert all(r.parent.parent == MLRUNS for r in roots)
+    run = _file_runs()["accum2"]
+    assert mlflow.expand(run) == [run] and mlflow.expand(run.parent) == mlflow.expand(STORE)
+
+
+def test_file_store_points_are_the_metric_file_lines():
+    run = _file_runs()["accum2"]
+    raw = mlflow.read(run)
+    lines = _lines(run, "train/loss")
+    assert _points(raw, "train/loss") == [(int(s), float(v)) for _, v, s in lines]
+    assert [int(s) for _, _, s in lines] == list(range(1, 25))
+    assert lines[-1][1] == "3.9545921087265015"
+    wall = raw.scalars.filter(metric="train/loss").get_column("wall_time").to_list()
+    assert wall == [int(t) / 1000 for t, _, _ in lines]
+    assert raw.scalars.filter(metric="eval/loss").get_column("step").to_list() == [8, 16, 24]
+    assert raw.scalars.schema == pl.Schema(RAW_SCHEMA) and raw.step_unit == "optimizer"
+    assert raw.name == "accum2" and raw.source == "mlflow"
+
+
+def test_keys_with_a_slash_are_rebuilt_from_subfolders():
+    raw = mlflow.read(_file_runs()["accum1"])
+    assert sorted(raw.scalars.get_column("metric").unique()) == [
+        "eval/loss", "train/grad_norm", "train/learning_rate", "train/loss",
+        "train/num_input_tokens_seen"]
+    assert raw.aliases == {"train/grad_norm": "grad_norm"}
+    assert raw.points == 24 * 4 + 3
+
+
+def test_params_are_facts_with_their_source():
+    facts = mlflow.read(_file_runs()["accum2"]).facts
+    assert facts["per_device_batch"].value == 4
+    assert facts["per_device_batch"].source == "mlflow params: batch_size"
+    assert facts["grad_accum"].value == 2
+    assert facts["grad_accum"].source == "mlflow params: gradient_accumulation_steps"
+    assert facts["seq_len"].value == 32 and facts["max_steps"].value == 24
+    assert facts["learning_rate"].value == 0.003 and facts["seq_len"].kind == "config"
+
+
+def test_the_step_unit_is_an_assumption_that_is_said():
+    finding = next(f for f in mlflow.read(_file_runs()["accum2"]).findings
+                   if f.code == "step-unit-assumed")
+    assert finding.level == "info" and "optimizer steps" in finding.message
+
+
+def test_files_are_every_file_read():
+    run = _file_runs()["accum2"]
+    found = mlflow.files(run)
+    assert found[0] == run / "meta.yaml" and run / "metrics" / "train" / "loss" in found
+    assert run / "params" / "batch_size" in found and run / "tags" / "mlflow.runName" in found
+
+
+def test_a_deleted_run_read_directly_says_so():
+    deleted = next(r for r in MLRUNS.glob("*/*") if (r / "meta.yaml").is_file()
+                   and "lifecycle_stage: deleted" in (r / "meta.yaml").read_text())
+    raw = mlflow.read(deleted)
+    assert raw.name == "deleted" and _points(raw, "train/loss") == [(1, 9.0)]
+    assert any(f.code == "deleted-run" for f in raw.findings)
+
+
+def test_a_folder_of_several_runs_read_alone_names_them():
+    with pytest.raises(InputError, match=r"holds 2 MLflow runs \(accum2 .*accum1"):
+        mlflow.read(STORE)
+
+
+def test_load_many_on_a_file_store_puts_runs_on_samples_and_tokens():
+    runs = rc.load_many([STORE], settings=["world_size=1"], cache=False)
+    assert [r.format for r in runs] == ["mlflow", "mlflow"]
+    by_batch = {r.batch.global_batch.value: r for r in runs}
+    assert set(by_batch) == {8, 4}  # accum2: 4 × 2, accum1: 4 × 1
+    accum1 = by_batch[4]
+    assert accum1.axis_sources["tokens"] == "logged counter train/num_input_tokens_seen"
+    last = accum1.frame("tokens").filter(metric="train/loss").sort("step").row(-1, named=True)
+    assert (last["step"], last["samples"], last["tokens"]) == (24, 96, 3072)
+    assert by_batch[8].micro_steps == 48
+
+
+def _copy_run(tmp_path: Path, name: str = "accum2") -> Path:
+    target = tmp_path / "run" / _file_runs()[name].name
+    shutil.copytree(_file_runs()[name], target)
+    return target
+
+
+def test_two_and_five_field_lines_and_bad_lines(tmp_path):
+    # hand-edited copy of a real run: MLflow's other line forms (2 fields from before steps
+    # existed, 5 with a dataset) and lines that are not metric lines
+    run = _copy_run(tmp_path)
+    with (run / "metrics" / "grad_norm").open("a") as handle:
+        handle.write("1795947803600 0.5\n1795947803601 0.25 25 eval-set 3f2a1b\n")
+        handle.write("garbage\n1795947803602 zero 26\n1795947803603 0.1 2.5\n")
+    raw = mlflow.read(run)
+    assert _points(raw, "train/grad_norm")[-2:] == [(0, 0.5), (25, 0.25)]
+    finding = next(f for f in raw.findings if f.code == "damaged-input")
+    assert finding.message.startswith("3 MLflow metric lines are not `timestamp value [step]`")
+    assert "grad_norm line 27" in finding.message
+
+
+def test_a_cut_off_last_metric_line_is_dropped(tmp_path):
+    # hand-damaged copy: the last line of train/loss loses its step and newline
+    run = _copy_run(tmp_path)
+    file = run / "metrics" / "train" / "loss"
+    file.write_bytes(file.read_bytes()[:-4])
+    raw = mlflow.read(run)
+    assert raw.scalars.filter(metric="train/loss").get_column("step").max() == 23
+    assert any("line 24 is cut off" in f.message for f in raw.findings)
+
+
+def test_nan_and_inf_lines_are_kept(tmp_path):
+    # hand-edited copy: lines as MLflow writes float("nan") and float("inf")
+    run = _copy_run(tmp_path)
+    with (run / "metrics" / "train" / "loss").open("a") as handle:
+        handle.write("1795947803700 nan 25\n1795947803701 -inf 26\n")
+    values = mlflow.read(run).scalars.filter(metric="train/loss").get_column("value")
+    assert math.isnan(values[-2]) and values[-1] == -math.inf
+
+
+# -- SQLite -------------------------------------------------------------------------------
+
+
+def test_each_live_run_of_a_database_is_a_virtual_root():
+    for path in (DB, DB.parent):
+        assert mlflow.sniff(path)
+        roots = mlflow.expand(path)
+        assert [mlflow.run_name(r) for r in roots] == ["accum2", "accum1", "lightning"]
+        assert all(r.parent == DB and not r.exists() and mlflow.sniff(r) for r in roots)
+    root = _db_runs()["accum2"]
+    assert mlflow.expand(root) == [root] and mlflow.files(root) == [DB]
+
+
+def test_both_stores_give_the_same_points_and_facts():
+    for name in ("accum2", "accum1"):
+        from_db, from_files = mlflow.read(_db_runs()[name]), mlflow.read(_file_runs()[name])
+        columns = ["metric", "step", "value"]
+        assert (from_db.scalars.sort(columns).select(columns).to_dicts()
+                == from_files.scalars.sort(columns).select(columns).to_dicts())
+        assert from_db.name == name
+        assert {k: f.value for k, f in from_db.facts.items()} == {
+            k: f.value for k, f in from_files.facts.items()}
+    assert _db_runs()["accum2"] != _file_runs()["accum2"]
+    fact = mlflow.read(_db_runs()["accum2"]).facts["grad_accum"]
+    assert fact.source == "mlflow.db params: gradient_accumulation_steps"
+
+
+def test_a_lightning_run_in_mlflow_keeps_lightnings_steps_and_says_so():
+    raw = mlflow.read(_db_runs()["lightning"])
+    assert raw.scalars.filter(metric="train/loss").get_column("step").to_list() == list(range(24))
+    assert raw.aliases["train/loss"] == "train_loss_step" and raw.aliases["eval/loss"] == "val_loss"
+    assert raw.facts["grad_accum"].source == "mlflow.db params: accumulate_grad_batches"
+    finding = next(f for f in raw.findings if f.code == "step-unit-assumed")
+    assert "Lightning's MLFlowLogger" in finding.message
+
+
+def test_the_database_is_never_written(tmp_path):
+    copy = tmp_path / "mlflow.db"
+    shutil.copyfile(DB, copy)
+    before = (hashlib.sha256(copy.read_bytes()).hexdigest(), copy.stat().st_mtime_ns)
+    for root in mlflow.expand(copy):
+        mlflow.read(root)
+    assert (hashlib.sha256(copy.read_bytes()).hexdigest(), copy.stat().st_mtime_ns) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mlflow.db"]
+
+
+def test_nan_and_inf_stored_the_mlflow_way_come_back(tmp_path):
+    # hand-edited copy: rows as MLflow's SQL store writes NaN (0.0, is_nan=1) and ±inf (±max)
+    copy = tmp_path / "mlflow.db"
+    shutil.copyfile(DB, copy)
+    run_id = _db_runs()["accum2"].name
+    with sqlite3.connect(copy) as conn:
+        conn.executemany(
+            "INSERT INTO metrics (key, value, timestamp, run_uuid, step, is_nan) "
+            "VALUES ('train/loss', ?, ?, ?, ?, ?)",
+            [(0.0, 1795947803700, run_id, 25, 1), (1.7976931348623157e308, 1795947803701,
+                                                   run_id, 26, 0),
+             (-1.7976931348623157e308, 1795947803702, run_id, 27, 0)])
+    conn.close()
+    loss = mlflow.read(copy / run_id).scalars.filter(metric="train/loss")
+    values = loss.filter(pl.col("step") > 24).sort("step").get_column("value")
+    assert math.isnan(values[0]) and values[1] == math.inf and values[2] == -math.inf
+
+
+def test_a_damaged_database_is_an_input_error_naming_it(tmp_path):
+    # hand-damaged copies: garbage named mlflow.db, and the real db with its pages overwritten
+    garbage = tmp_path / "a" / "mlflow.db"
+    garbage.parent.mkdir()
+    garbage.write_bytes(b"\x00\xff not sqlite" * 100)
+    assert mlflow.sniff(garbage.parent) and mlflow.expand(garbage.parent) == [garbage]
+    with pytest.raises(InputError, match=r"mlflow\.db: cannot be read as an MLflow SQLite"):
+        mlflow.read(garbage.parent)
+    broken = tmp_path / "b" / "mlflow.db"
+    broken.parent.mkdir()
+    data = bytearray(DB.read_bytes())
+    data[100:len(data)] = bytes(len(data) - 100)
+    broken.write_bytes(bytes(data))
+    with pytest.raises(InputError, match="cannot be read as an MLflow SQLite database"):
+        mlflow.read(broken)
+
+
+def test_an_unknown_run_id_lists_the_live_ones():
+    with pytest.raises(InputError, match="no run with id 'nope'"):
+        mlflow.read(DB / "nope")
+
+
+def test_an_sqlite_file_of_another_program_is_not_claimed(tmp_path):
+    # hand-made: an SQLite database without MLflow's tables
+    other = tmp_path / "cache.db"
+    sqlite3.connect(other).execute("CREATE TABLE t (x)").connection.close()
+    assert not mlflow_sqlite.is_database(other) and not mlflow.sniff(tmp_path)
+
+
+def test_load_many_on_a_database_gives_one_run_per_run_row():
+    runs = rc.load_many([DB.parent], settings=["world_size=1"], cache=False)
+    assert [r.format for r in runs] == ["mlflow"] * 3
+    assert [r.batch.global_batch.value for r in runs] == [8, 4, 8]
