@@ -1,15 +1,178 @@
-"""Parsed runs cached as parquet (placeholder: reads straight through until the cache lands)."""
+"""Parsed runs cached as parquet, so reading unchanged logs again skips parsing them.
+
+Where: ``$XDG_CACHE_HOME/runcompare`` (``~/.cache/runcompare`` when unset), two files per
+entry: ``<key>.parquet`` (the points) and ``<key>.json`` (everything else of the
+:class:`~runcompare.model.RawLog`, and the listing it was read from), written in that order,
+each atomically, so a half-written entry is never taken for a whole one.
+
+Key: the source name, the path's absolute form, the runcompare version, the hints given to
+the source (facts the user stated that change what is read), and the size and mtime of the
+source's own code (so an edited checkout never serves stale parses). An entry
+is used only while ``module.files(path)`` lists the same files with the same sizes and
+modification times; a file that grew, changed or appeared means a fresh read (which replaces
+the entry). A cache that cannot be written (read-only home, full disk) is skipped silently;
+one that cannot be read is treated as missing.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Mapping
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Any
 
-from .model import RawLog
+import polars as pl
+
+from .model import RAW_SCHEMA, Fact, Finding, RawLog
 from .sources import Source
 
-__all__ = ["read_cached"]
+__all__ = ["cache_dir", "read_cached"]
+
+#: Bump when the layout of an entry changes.
+_FORMAT = 1
 
 
-def read_cached(name: str, module: Source, path: Path, *, enabled: bool = True) -> RawLog:
-    """``module.read(path)``, from the cache when ``enabled`` and the files are unchanged."""
-    return module.read(path)
+def read_cached(name: str, module: Source, path: Path, *, enabled: bool = True,
+                hints: Mapping[str, object] | None = None) -> RawLog:
+    """``module.read(path, hints=hints)``, from the cache when ``enabled`` and the files are
+    unchanged (the hints are part of the key: they can change what is read)."""
+    hints = dict(hints or {})
+    if not enabled:
+        return module.read(path, hints=hints)
+    try:
+        listing = _listing(module.files(path))
+    except OSError:
+        return module.read(path, hints=hints)
+    if not listing:
+        return module.read(path, hints=hints)
+    entry = cache_dir() / _key(name, module, path, hints)
+    cached = _load(entry, listing, path)
+    if cached is not None:
+        return cached
+    raw = module.read(path, hints=hints)
+    try:
+        if _listing(module.files(path)) == listing:  # unchanged while it was read
+            _store(entry, listing, path, raw)
+    except (OSError, TypeError, ValueError, pl.exceptions.PolarsError):
+        pass  # a cache that cannot be written is no error
+    return raw
+
+
+def cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/runcompare``, or ``~/.cache/runcompare`` (XDG: relative is unset)."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".cache"
+    return root / "runcompare"
+
+
+def _listing(files: list[Path]) -> list[list[Any]]:
+    """Absolute path, size and mtime (ns) of each file."""
+    out = []
+    for file in files:
+        stat = file.stat()
+        out.append([str(file.resolve()), stat.st_size, stat.st_mtime_ns])
+    return out
+
+
+def _key(name: str, module: Source, path: Path, hints: Mapping[str, object]) -> str:
+    parts = [str(_FORMAT), name, str(path.resolve()), _version(),
+             json.dumps(hints, sort_keys=True, default=str), *_code_stamp(module)]
+    return f"{name}-{hashlib.sha256(chr(0).join(parts).encode()).hexdigest()[:32]}"
+
+
+def _version() -> str:
+    try:
+        return version("runcompare")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "0+unknown"
+
+
+def _code_stamp(module: Source) -> list[str]:
+    """Size and mtime of every .py file in the source module's folder."""
+    file = getattr(module, "__file__", None) or getattr(sys.modules.get(
+        type(module).__module__), "__file__", None)
+    if not file:
+        return []
+    try:
+        return sorted(f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}"
+                      for p in Path(file).parent.glob("*.py"))
+    except OSError:
+        return []
+
+
+# -- reading an entry ----------------------------------------------------------------------
+
+def _load(entry: Path, listing: list[list[Any]], path: Path) -> RawLog | None:
+    """The cached RawLog when the entry is whole and was made from the same files."""
+    try:
+        meta = json.loads(entry.with_suffix(".json").read_text(encoding="utf-8"))
+        if meta.get("format") != _FORMAT or meta.get("listing") != listing:
+            return None
+        scalars = pl.read_parquet(entry.with_suffix(".parquet"))
+    except (OSError, ValueError, pl.exceptions.PolarsError):
+        return None
+    if scalars.height != meta["points"] or dict(scalars.schema) != RAW_SCHEMA:
+        return None
+    try:
+        return _from_meta(meta, scalars, path)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _from_meta(meta: dict[str, Any], scalars: pl.DataFrame, path: Path) -> RawLog:
+    argument = meta["argument"]
+    return RawLog(
+        source=meta["source"], path=_rebase(meta["path"], argument, path), scalars=scalars,
+        step_unit=meta["step_unit"],
+        facts={k: Fact(f["value"], f["source"], f["kind"]) for k, f in meta["facts"].items()},
+        findings=[Finding(f["level"], f["code"], f["message"], f["run"])
+                  for f in meta["findings"]],
+        files=[_rebase(f, argument, path) for f in meta["files"]],
+        aliases=dict(meta["aliases"]), name=meta["name"],
+        leg_starts={int(k): int(v) for k, v in meta["leg_starts"].items()})
+
+
+def _rebase(stored: str, argument: str, path: Path) -> Path:
+    """A stored path spelled from this call's ``path`` as it was from the stored argument."""
+    old = Path(stored)
+    try:
+        return path / old.relative_to(argument) if stored != argument else path
+    except ValueError:
+        return old
+
+
+# -- writing an entry ----------------------------------------------------------------------
+
+def _store(entry: Path, listing: list[list[Any]], path: Path, raw: RawLog) -> None:
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    meta = {
+        "format": _FORMAT, "listing": listing, "argument": str(path), "points": raw.points,
+        "source": raw.source, "path": str(raw.path), "step_unit": raw.step_unit,
+        "facts": {k: {"value": f.value, "source": f.source, "kind": f.kind}
+                  for k, f in raw.facts.items()},
+        "findings": [{"level": f.level, "code": f.code, "message": f.message, "run": f.run}
+                     for f in raw.findings],
+        "files": [str(f) for f in raw.files], "aliases": raw.aliases, "name": raw.name,
+        "leg_starts": {str(k): v for k, v in raw.leg_starts.items()},
+    }
+    text = json.dumps(meta)  # before writing anything: a value JSON cannot hold stops here
+    _atomic(entry.with_suffix(".parquet"),
+            lambda f: raw.scalars.write_parquet(f, compression="zstd", statistics=False))
+    _atomic(entry.with_suffix(".json"), lambda f: f.write(text.encode("utf-8")))
+
+
+def _atomic(target: Path, write: Any) -> None:
+    """Write ``target`` through a temporary file in its folder, then rename it into place."""
+    handle, name = tempfile.mkstemp(dir=target.parent, prefix=target.name, suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as file:
+            write(file)
+        os.replace(name, target)
+    except BaseException:
+        Path(name).unlink(missing_ok=True)
+        raise

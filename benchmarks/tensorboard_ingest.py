@@ -1,0 +1,147 @@
+"""Reading 1,000,000 TensorBoard scalars: runcompare (cold and cached) vs tbparse and
+EventAccumulator.
+
+    python benchmarks/tensorboard_ingest.py [--peer-python PY] [--data DIR] [--repeat 3]
+
+Writes (once; kept in ``--data``) one event file of 10 tags × 100,000 steps with
+``torch.utils.tensorboard.SummaryWriter``, then times each reader in a fresh process of its
+own, the clock started after imports. runcompare's reader (``read_cached`` of the
+TensorBoard source: every point with its leg, the facts and findings, as ``load`` gets
+them) with an empty cache (cold: frame, check CRCs, decode, write the cache) and again with
+that cache (cached); the same for all of ``runcompare.load(path, source="tensorboard")``
+(which also resolves legs and puts every point on every axis); then
+``tbparse.SummaryReader(path).scalars`` and ``EventAccumulator(path,
+size_guidance={"scalars": 0})`` reloaded with every tag's scalars listed. The goals compare
+the readers. Peers run with
+``--peer-python`` (a Python with torch, tbparse and tensorboard); runcompare with this one.
+Prints each time, points read, peak memory (max RSS of the process) and the ratios against
+the goals (cold ≥ 20× tbparse and ≥ 12× EventAccumulator, cached ≥ 200× tbparse, < 400 MB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+TAGS, STEPS = 10, 100_000
+DEFAULT_PEER = "/work/genvenv/bin/python"
+
+WRITE = """
+import math, sys
+from torch.utils.tensorboard import SummaryWriter
+writer = SummaryWriter(sys.argv[1], max_queue=100_000, flush_secs=3600)
+tags = [f"train/metric_{i}" for i in range(int(sys.argv[2]))]
+for step in range(int(sys.argv[3])):
+    for i, tag in enumerate(tags):
+        writer.add_scalar(tag, math.sin(step * 0.001 + i), step)
+writer.close()
+"""
+
+#: Each reader: imports, then the timed read that returns the number of points.
+READERS = {
+    "runcompare read": (
+        ("from pathlib import Path\nfrom runcompare.cache import read_cached\n"
+         "from runcompare.sources import tensorboard"),
+        "read_cached('tensorboard', tensorboard, Path(path)).points"),
+    "runcompare.load": ("import runcompare",
+                        "runcompare.load(path, source='tensorboard').scalars.height"),
+    "tbparse": ("from tbparse import SummaryReader", "len(SummaryReader(path).scalars)"),
+    "EventAccumulator": (
+        "from tensorboard.backend.event_processing.event_accumulator import EventAccumulator",
+        ("(lambda ea: (ea.Reload(), sum(len(ea.Scalars(t)) for t in ea.Tags()['scalars']))[1])"
+         "(EventAccumulator(path, size_guidance={'scalars': 0}))")),
+}
+
+TIMER = """
+import json, resource, sys, time
+path = sys.argv[1]
+{imports}
+start = time.perf_counter()
+points = {read}
+seconds = time.perf_counter() - start
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps({{"seconds": seconds, "points": points, "peak_mb": peak}}))
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--peer-python", default=DEFAULT_PEER if Path(DEFAULT_PEER).exists()
+                        else sys.executable)
+    parser.add_argument("--data", type=Path,
+                        default=Path(tempfile.gettempdir()) / f"runcompare-bench-tb-{STEPS}x{TAGS}")
+    parser.add_argument("--repeat", type=int, default=3)
+    options = parser.parse_args()
+    path = _data(options.data, options.peer_python)
+    rows = {}
+    for reader in ("runcompare read", "runcompare.load"):
+        cold, cached = [], []
+        for _ in range(options.repeat):
+            with tempfile.TemporaryDirectory() as cache:
+                cold.append(_time(reader, path, sys.executable, cache))
+                cached.append(_time(reader, path, sys.executable, cache))
+        rows[f"{reader} (cold)"] = _median(cold)
+        rows[f"{reader} (cached)"] = _median(cached)
+    for peer in ("tbparse", "EventAccumulator"):
+        rows[peer] = _time(peer, path, options.peer_python, None)
+    _report(rows, options.repeat)
+
+
+def _data(folder: Path, python: str) -> Path:
+    done = folder / "complete"
+    if not done.exists():
+        print(f"writing {TAGS * STEPS:,} scalars to {folder} (once; about a minute)...",
+              flush=True)
+        subprocess.run([python, "-c", WRITE, str(folder), str(TAGS), str(STEPS)], check=True)
+        done.write_text("ok")
+    return folder
+
+
+def _time(reader: str, path: Path, python: str, cache: str | None) -> dict:
+    imports, read = READERS[reader]
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(Path.home())}
+    if cache is not None:
+        env["XDG_CACHE_HOME"] = cache
+    script = TIMER.format(imports=imports, read=read)
+    out = subprocess.run([python, "-c", script, str(path)], check=True, capture_output=True,
+                         text=True, env=env)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _median(results: list[dict]) -> dict:
+    seconds = statistics.median(r["seconds"] for r in results)
+    return {"seconds": seconds, "points": results[0]["points"],
+            "peak_mb": max(r["peak_mb"] for r in results)}
+
+
+def _report(rows: dict[str, dict], repeat: int) -> None:
+    tbparse = rows["tbparse"]["seconds"]
+    print(f"\n{TAGS} tags × {STEPS:,} steps = {TAGS * STEPS:,} scalars "
+          f"(runcompare: median of {repeat}; peak RSS is the whole process)\n")
+    print("| reader | seconds | points | peak RSS (MB) | tbparse ÷ this |")
+    print("|---|---:|---:|---:|---:|")
+    for name, row in rows.items():
+        print(f"| {name} | {row['seconds']:.3f} | {row['points']:,} | {row['peak_mb']:.0f} | "
+              f"{tbparse / row['seconds']:.1f}× |")
+    cold, cached = rows["runcompare read (cold)"], rows["runcompare read (cached)"]
+    accumulator = rows["EventAccumulator"]["seconds"]
+    goals = [
+        ("cold vs tbparse", tbparse / cold["seconds"], 20),
+        ("cold vs EventAccumulator", accumulator / cold["seconds"], 12),
+        ("cached vs tbparse", tbparse / cached["seconds"], 200),
+    ]
+    print()
+    for label, ratio, goal in goals:
+        print(f"{label}: {ratio:.1f}× (goal ≥ {goal}×) {'ok' if ratio >= goal else 'MISSED'}")
+    peak = max(cold["peak_mb"], cached["peak_mb"])
+    print(f"runcompare read peak memory: {peak:.0f} MB (goal < 400 MB) "
+          f"{'ok' if peak < 400 else 'MISSED'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,154 @@
+"""The parquet cache of parsed runs: round trip, invalidation, and a cache that cannot be written."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import runcompare as rc
+from runcompare.cache import cache_dir, read_cached
+from runcompare.model import RAW_SCHEMA, Fact, Finding, RawLog
+from runcompare.sources import tensorboard
+
+from .conftest import DATA
+
+
+class Counting:
+    """A source whose reads are counted; it returns a RawLog with every field set."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.reads = 0
+        self.__file__ = __file__
+
+    def sniff(self, path: Path) -> bool:
+        return True
+
+    def files(self, path: Path) -> list[Path]:
+        return sorted(path.glob("*.log"))
+
+    def read(self, path: Path, *, hints=None) -> RawLog:
+        self.reads += 1
+        scalars = pl.DataFrame(
+            {"metric": ["train/loss", "train/loss", "eval/loss"], "value": [2.5, float("nan"), 1.0],
+             "step": [1, 2, 2], "wall_time": [10.0, None, 12.5], "leg": [0, 1, 1]},
+            schema=RAW_SCHEMA)
+        return RawLog(
+            source="counting", path=path, scalars=scalars, step_unit="micro",
+            facts={"per_device_batch": Fact(8, "args: batch", "config"),
+                   "learning_rate": Fact(3e-4, "args: lr", "config"),
+                   "seed": Fact(7.0, "args: seed", "logged"),
+                   "name": Fact("attn", "toml", "user")},
+            findings=[Finding("warning", "damaged-input", "x.log: byte 3: bad", "attn"),
+                      Finding("info", "note", "plain")],
+            files=self.files(path), aliases={"train/loss": "loss"}, name="attn",
+            leg_starts={1: 2})
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Path:
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "a.log").write_text("first")
+    return folder
+
+
+def _same(a: RawLog, b: RawLog) -> None:
+    assert a.scalars.equals(b.scalars, null_equal=True)
+    for name in ("source", "path", "step_unit", "facts", "findings", "files", "aliases", "name",
+                 "leg_starts"):
+        assert getattr(a, name) == getattr(b, name), name
+    assert {k: type(f.value) for k, f in a.facts.items()} == {
+        k: type(f.value) for k, f in b.facts.items()}
+
+
+def test_every_field_survives_the_round_trip(run_dir):
+    source = Counting(run_dir)
+    first = read_cached("counting", source, run_dir)
+    second = read_cached("counting", source, run_dir)
+    assert source.reads == 1
+    _same(first, second)
+    assert sorted(p.suffix for p in cache_dir().glob("counting-*")) == [".json", ".parquet"]
+
+
+def test_a_grown_changed_or_new_file_means_a_fresh_read(run_dir):
+    source = Counting(run_dir)
+    read_cached("counting", source, run_dir)
+    (run_dir / "a.log").write_text("first and more")
+    read_cached("counting", source, run_dir)
+    assert source.reads == 2
+    stat = (run_dir / "a.log").stat()
+    os.utime(run_dir / "a.log", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    read_cached("counting", source, run_dir)
+    assert source.reads == 3
+    (run_dir / "b.log").write_text("second")
+    read_cached("counting", source, run_dir)
+    read_cached("counting", source, run_dir)
+    assert source.reads == 4
+
+
+def test_disabled_cache_neither_reads_nor_writes(run_dir):
+    source = Counting(run_dir)
+    read_cached("counting", source, run_dir, enabled=False)
+    read_cached("counting", source, run_dir, enabled=False)
+    assert source.reads == 2 and not list(cache_dir().glob("counting-*"))
+
+
+def test_a_cache_that_cannot_be_written_is_skipped(run_dir, tmp_path, monkeypatch):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the cache folder would go")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker / "cache"))
+    source = Counting(run_dir)
+    raw = read_cached("counting", source, run_dir)
+    read_cached("counting", source, run_dir)
+    assert source.reads == 2 and raw.points == 3
+
+
+def test_a_damaged_cache_entry_is_read_again(run_dir):
+    source = Counting(run_dir)
+    read_cached("counting", source, run_dir)
+    (entry,) = cache_dir().glob("counting-*.parquet")
+    entry.write_bytes(b"PAR1 not really")
+    again = read_cached("counting", source, run_dir)
+    assert source.reads == 2 and again.points == 3
+    assert read_cached("counting", source, run_dir).points == 3 and source.reads == 2
+
+
+def test_another_spelling_of_the_path_gets_its_own_spelling_back(run_dir, monkeypatch):
+    source = Counting(run_dir)
+    read_cached("counting", source, run_dir)
+    monkeypatch.chdir(run_dir.parent)
+    relative = read_cached("counting", source, Path("run"))
+    assert source.reads == 1
+    assert relative.path == Path("run") and relative.files == [Path("run/a.log")]
+
+
+def test_tensorboard_runs_come_back_identical_from_the_cache(tmp_path):
+    folder = tmp_path / "purge"
+    shutil.copytree(DATA / "tensorboard" / "torch_purge", folder)
+    cold = rc.load(folder, source="tensorboard")
+    raw = read_cached("tensorboard", tensorboard, folder)
+    assert raw.leg_starts == {1: 20}
+    warm = rc.load(folder, source="tensorboard")
+    assert warm.scalars.equals(cold.scalars) and warm.findings == cold.findings
+    with open(next(folder.glob("*tfevents*")), "ab") as file:
+        file.write(b"\x00" * 5)  # the run is still writing: a torn record appears
+    grown = rc.load(folder, source="tensorboard")
+    assert any(f.code == "damaged-input" for f in grown.findings)
+
+
+def test_hints_are_part_of_the_key(run_dir):
+    module = Counting(run_dir)
+    read_cached("counting", module, run_dir, hints={"step_metric": "a"})
+    read_cached("counting", module, run_dir, hints={"step_metric": "a"})
+    read_cached("counting", module, run_dir, hints={"step_metric": "b"})
+    assert module.reads == 2
