@@ -1,0 +1,306 @@
+"""Write runs' points for other tools: a parquet dataset, CSV, JSON lines or TensorBoard events.
+
+Every format but TensorBoard holds exactly DESIGN.md's columns (:data:`SCALAR_SCHEMA`), every
+axis included, with their types; nulls stay nulls.
+
+- ``parquet``: a hive-partitioned dataset, ``<out>/run=<name>/part-0.parquet``, one folder per
+  run (also for a single run), read by ``polars.scan_parquet(out)`` and DuckDB's
+  ``read_parquet('<out>/**/*.parquet', hive_partitioning=true)``. The name in the folder is
+  percent-encoded (:func:`encode_name`), which both readers decode; each file also holds the
+  ``run`` column, so a name such as ``007`` stays a string.
+- ``csv``: one file, all runs; a null is an empty field, NaN and ±inf are ``NaN``, ``inf``,
+  ``-inf``. ``jsonl``: one object per line, all runs; a null is ``null``, NaN and ±inf are the
+  strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"`` (proto3's JSON mapping), since JSON has no
+  such numbers. :func:`read_export` reads both back exactly.
+- ``tensorboard``: one folder per run (:func:`~runcompare.tb_writer.run_folder`), one event
+  file each, one scalar tag per metric, the event step being the chosen axis (tokens by
+  default).
+
+An export is written beside its destination and moved into place when complete. An existing
+destination is replaced only with ``force=True``, and only if it is an export of that format
+(a file for csv/jsonl; a folder holding nothing but ``run=*/part-*.parquet`` or
+``events.out.tfevents.*`` files); an empty folder is used as it is. Input files are only read.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+import polars as pl
+
+from .errors import InputError, MissingInfoError, UsageError
+from .model import SCALAR_SCHEMA, Run
+from .tb_writer import TB_AXES, run_folder, write_events
+
+__all__ = ["FORMATS", "Exported", "encode_name", "export", "read_export"]
+
+#: Export formats, the default first.
+FORMATS = ("parquet", "csv", "jsonl", "tensorboard")
+
+_SUFFIXES = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".jsonl": "jsonl",
+             ".ndjson": "jsonl"}
+_FLOATS = [name for name, dtype in SCALAR_SCHEMA.items() if dtype == pl.Float64]
+
+
+@dataclass(frozen=True)
+class Exported:
+    """What :func:`export` wrote: the destination, its format, the files, runs and points."""
+
+    path: Path
+    format: str
+    files: list[Path]
+    runs: int
+    points: int
+
+
+def export(runs: Sequence[Run], path: str | Path, *, format: str | None = None,
+           x: str | None = None, force: bool = False) -> Exported:
+    """Write the points of ``runs`` to ``path`` as ``format`` (see the module docstring).
+
+    ``format`` defaults to the suffix of ``path`` (``.parquet``/``.pq``, ``.csv``,
+    ``.jsonl``/``.ndjson``), else parquet. ``x`` is the TensorBoard step axis (``tokens`` by
+    default; ``samples``, ``micro_step`` or ``step``); a run that lacks it raises
+    :class:`MissingInfoError` naming the fact to supply. ``force`` replaces an earlier export.
+
+    ::
+
+        runs = rc.load_many(["sample_logs/mamba", "sample_logs/attn"])
+        export(runs, "runs.parquet").files
+    [PosixPath('runs.parquet/run=mamba/part-0.parquet'), PosixPath('runs.parquet/run=attn/...')]
+    """
+    out = Path(path)
+    fmt = _format(out, format)
+    axis = _axis(fmt, x)
+    named = _frames(runs, fmt=fmt, x=axis)
+    target = Path(os.path.abspath(out))
+    _check_destination(target, fmt, force=force)
+    write = (functools.partial(_write_tensorboard, x=axis) if fmt == "tensorboard"
+             else _WRITERS[fmt])
+    written = _publish(target, lambda staged: write(named, staged))
+    return Exported(path=out, format=fmt, files=[out / part for part in written],
+                    runs=len(named), points=sum(frame.height for _, frame in named))
+
+
+def read_export(path: str | Path, *, format: str | None = None) -> pl.DataFrame:
+    """Read a parquet, csv or jsonl export back into a frame of :data:`SCALAR_SCHEMA`.
+
+    The recipes, for other readers: ``pl.scan_parquet(path)``; ``pl.read_csv(path,
+    schema=SCALAR_SCHEMA)``; for JSON lines, read the float columns as strings and cast them.
+    """
+    source = Path(path)
+    fmt = _format(source, format)
+    as_text = {name: pl.String if name in _FLOATS else dtype
+               for name, dtype in SCALAR_SCHEMA.items()}
+    readers: dict[str, Callable[[], pl.DataFrame]] = {
+        "parquet": lambda: pl.scan_parquet(source, hive_partitioning=True).collect(),
+        "csv": lambda: pl.read_csv(source, schema=SCALAR_SCHEMA),
+        "jsonl": lambda: pl.read_ndjson(source, schema=as_text),
+    }
+    if fmt not in readers:
+        raise UsageError(f"read_export reads parquet, csv and jsonl exports, not {fmt}; "
+                         "open a TensorBoard export with `tensorboard --logdir`")
+    try:
+        frame = readers[fmt]()
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        raise InputError(f"{source}: cannot be read as a {fmt} export ({exc}); pass the "
+                         "folder or file that export wrote, and format= if its suffix "
+                         "does not say") from exc
+    return frame.select(pl.col(name).cast(dtype) for name, dtype in SCALAR_SCHEMA.items())
+
+
+def encode_name(name: str) -> str:
+    """A run name as one folder name that decodes back to it (``urllib.parse.unquote``).
+
+    UTF-8 percent-encoding of every character but ASCII letters, digits and ``-_.~``, as in a
+    hive partition value, and of a leading or trailing dot (no ``..``, hidden or
+    Windows-trimmed folders).
+
+    >>> encode_name("sweep/lr=3e-4 <b>")
+    'sweep%2Flr%3D3e-4%20%3Cb%3E'
+    >>> encode_name("..")
+    '%2E%2E'
+    """
+    text = quote(name, safe="")
+    if text.startswith("."):
+        text = "%2E" + text[1:]
+    return text[:-1] + "%2E" if text.endswith(".") else text
+
+
+def _format(path: Path, format: str | None) -> str:
+    if format is None:
+        return _SUFFIXES.get(path.suffix.lower(), "parquet")
+    if format.lower() not in FORMATS:
+        raise UsageError(f"unknown export format {format!r}; choose one of {', '.join(FORMATS)}")
+    return format.lower()
+
+
+def _axis(fmt: str, x: str | None) -> str | None:
+    """The TensorBoard step axis; the other formats hold every axis, so they take none."""
+    if fmt != "tensorboard":
+        if x is not None:
+            raise UsageError(f"--x sets the step of a TensorBoard export; a {fmt} export holds "
+                             "every axis as a column, so leave --x out")
+        return None
+    if (x or "tokens") not in TB_AXES:
+        raise UsageError(f"TensorBoard steps are whole numbers: --x must be one of "
+                         f"{', '.join(TB_AXES)}, not {x!r} (TensorBoard shows wall and "
+                         "relative time itself)")
+    return x or "tokens"
+
+
+def _frames(runs: Sequence[Run], *, fmt: str, x: str | None) -> list[tuple[str, pl.DataFrame]]:
+    """Each run's name and points in exactly the DESIGN columns, after checking names and axis."""
+    names = [run.name for run in runs]
+    if not runs:
+        raise UsageError("no runs to export")
+    if len(set(names)) < len(names) or "" in names:
+        raise UsageError(f"run names must be unique and non-empty to export, got {names}; "
+                         "name runs with --set RUN:name=NEW")
+    folders = [_folder(name, fmt) for name in names]
+    if len({folder.casefold() for folder in folders}) < len(folders):
+        raise UsageError(f"run names {names} differ only in case; their folders would clash "
+                         "on macOS and Windows: rename one with --set RUN:name=NEW")
+    columns = [pl.col(name).cast(dtype) for name, dtype in SCALAR_SCHEMA.items()]
+    frames = [(run.frame(x) if x else run.scalars).select(columns)
+              .with_columns(run=pl.lit(run.name, pl.String)) for run in runs]
+    for run, frame in zip(runs, frames):
+        _require_every_point(run, frame, x)
+    return list(zip(names, frames))
+
+
+def _require_every_point(run: Run, frame: pl.DataFrame, x: str | None) -> None:
+    """A TensorBoard event needs a step: refuse, rather than drop, points without one."""
+    missing = 0 if x is None else frame.get_column(x).null_count()
+    if missing:
+        raise MissingInfoError(f"run {run.name!r} has {missing} of {frame.height} points "
+                               f"without a {x} value, which a TensorBoard step needs; choose "
+                               "another --x or export to parquet, which keeps nulls")
+
+
+def _folder(name: str, fmt: str) -> str:
+    """The folder (relative to the export) that holds a run."""
+    if fmt == "parquet":
+        return f"run={encode_name(name)}"
+    return run_folder(name)
+
+
+def _check_destination(out: Path, fmt: str, *, force: bool) -> None:
+    if not out.exists() and not out.is_symlink():
+        return
+    if out.is_dir() and not out.is_symlink() and not any(out.iterdir()):
+        return
+    if not force:
+        raise InputError(f"{out} already exists; pass --force to replace it, or choose "
+                         "another --output")
+    if not _is_export(out, fmt):
+        raise InputError(f"{out} exists and is not a {fmt} export, so --force leaves it alone; "
+                         "remove it yourself or choose another --output")
+
+
+def _is_export(out: Path, fmt: str) -> bool:
+    """Whether ``out`` holds only what a ``fmt`` export writes (no links, no other files)."""
+    if out.is_symlink():
+        return False
+    if fmt in ("csv", "jsonl"):
+        return out.is_file()
+    if not out.is_dir():
+        return False
+    for folder, dirs, files in os.walk(out):
+        base = Path(folder)
+        if any((base / entry).is_symlink() for entry in (*dirs, *files)):
+            return False
+        for file in files:
+            parts = (base / file).relative_to(out).parts
+            ours = (file.startswith("events.out.tfevents.") if fmt == "tensorboard" else
+                    len(parts) == 2 and parts[0].startswith("run=")
+                    and file.startswith("part-") and file.endswith(".parquet"))
+            if not ours:
+                return False
+    return True
+
+
+def _publish(out: Path, write: Callable[[Path], list[Path]]) -> list[Path]:
+    """Write into a temporary sibling of ``out`` (absolute), then move it into place, the old
+    one aside; returns the files written, relative to ``out``."""
+    if not out.name:
+        raise UsageError(f"cannot export to {out}; choose a file or folder for --output")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    except OSError as exc:
+        raise InputError(f"cannot create {out}: {exc.strerror}; choose another --output") from exc
+    staged = scratch / out.name
+    try:
+        files = write(staged)
+        if out.exists() or out.is_symlink():
+            os.replace(out, scratch / "replaced")
+        os.replace(staged, out)
+    except OSError as exc:
+        raise InputError(f"cannot write {out}: {exc}; choose another --output") from exc
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return [file.relative_to(staged) for file in files]
+
+
+def _write_parquet(frames: list[tuple[str, pl.DataFrame]], out: Path) -> list[Path]:
+    files = []
+    for name, frame in frames:
+        folder = out / _folder(name, "parquet")
+        folder.mkdir(parents=True)
+        frame.write_parquet(folder / "part-0.parquet")
+        files.append(folder / "part-0.parquet")
+    return files
+
+
+def _write_csv(frames: list[tuple[str, pl.DataFrame]], out: Path) -> list[Path]:
+    pl.concat([frame for _, frame in frames]).write_csv(out)
+    return [out]
+
+
+def _write_jsonl(frames: list[tuple[str, pl.DataFrame]], out: Path) -> list[Path]:
+    lines = pl.concat([frame for _, frame in frames]).select(_json_line())
+    lines.write_csv(out, include_header=False, quote_style="never")
+    return [out]
+
+
+def _json_line() -> pl.Expr:
+    """Each row as one JSON object, keys in DESIGN order, built column-wise in polars."""
+    pieces: list[pl.Expr | str] = []
+    for i, name in enumerate(SCALAR_SCHEMA):
+        pieces += [pl.lit(("{" if i == 0 else ",") + f'"{name}":'), _json_value(name)]
+    return pl.concat_str([*pieces, pl.lit("}")]).alias("line")
+
+
+def _json_value(name: str) -> pl.Expr:
+    """A column as JSON text: strings escaped by polars, non-finite floats as strings."""
+    col = pl.col(name)
+    if SCALAR_SCHEMA[name] == pl.String:  # {"run":"a\"b"} -> "a\"b"
+        encoded = pl.struct(col).struct.json_encode()
+        return encoded.str.strip_prefix(f'{{"{name}":').str.strip_suffix("}")
+    text = col.cast(pl.String)
+    if SCALAR_SCHEMA[name] == pl.Float64:
+        text = (pl.when(col.is_nan()).then(pl.lit('"NaN"'))
+                .when(col == float("inf")).then(pl.lit('"Infinity"'))
+                .when(col == float("-inf")).then(pl.lit('"-Infinity"'))
+                .otherwise(text))
+    return text.fill_null("null")
+
+
+_WRITERS: dict[str, Callable[[list[tuple[str, pl.DataFrame]], Path], list[Path]]] = {
+    "parquet": _write_parquet, "csv": _write_csv, "jsonl": _write_jsonl,
+}
+
+
+def _write_tensorboard(frames: list[tuple[str, pl.DataFrame]], out: Path, *,
+                       x: str) -> list[Path]:
+    now = time.time()
+    return [write_events(frame, out / _folder(name, "tensorboard"), x=x, now=now)
+            for name, frame in frames]
