@@ -108,3 +108,14 @@ def test_broken_sidecar_names_the_file(tmp_path):
     (tmp_path / "runcompare.toml").write_text("seq_len = = 3\n", encoding="utf-8")
     with pytest.raises(InputError, match="runcompare.toml: not valid TOML"):
         read_sidecar(tmp_path)
+
+
+def test_a_world_size_hint_never_overrides_the_global_batch_the_rates_give():
+    # one process on a machine with 8 GPUs: W&B metadata says 8, the run used 1
+    facts = {**RATES, "per_device_batch": Fact(4, "state"), "grad_accum": Fact(4, "args", "config"),
+             "world_size": Fact(8, "wandb-metadata.json: gpu_count (a hint)", "hint")}
+    batch, findings = resolve_batch(facts)
+    assert batch.global_batch.value == 16 and batch.world_size.value == 1
+    assert findings == []
+    alone = {k: v for k, v in facts.items() if not k.startswith("train_")}
+    assert resolve_batch(alone)[0].global_batch.value == 4 * 4 * 8  # no better fact: the hint

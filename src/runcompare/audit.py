@@ -24,8 +24,8 @@ from collections.abc import Callable, Sequence
 
 import polars as pl
 
-from .model import Finding, Run
 from .display import fmt
+from .model import Finding, Run
 
 __all__ = ["LOSS_FIX_VERSION", "audit", "propose_axis"]
 

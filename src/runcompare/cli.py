@@ -196,7 +196,7 @@ def export(
         "--format", help="parquet, csv, jsonl or tensorboard (default: from the output's "
         "suffix, else parquet).")] = None,
     x: Annotated[str | None, typer.Option(
-        "--x", help="TensorBoard step axis: tokens (default), samples, micro_step or step.")] = None,
+        "--x", help="TensorBoard step: tokens (default), samples, micro_step or step.")] = None,
     force: Annotated[bool, typer.Option(
         "--force", help="Replace an earlier export at the output path.")] = False,
     settings: Settings = None,
@@ -205,8 +205,9 @@ def export(
     no_cache: NoCache = False,
 ) -> None:
     """Write every point of the runs as a parquet dataset, CSV, JSON lines or TensorBoard events."""
-    loaded = load_many(runs, source=source, settings=settings or (), duplicates=duplicates,
-                       cache=not no_cache)
+    with _reading() as progress:
+        loaded = load_many(runs, source=source, settings=settings or (), duplicates=duplicates,
+                           cache=not no_cache, progress=progress)
     done = export_runs(loaded, output, format=fmt, x=x, force=force)
     typer.echo(f"wrote {done.points:,} points of {done.runs} run(s) as {done.format} to "
                f"{done.path} ({len(done.files)} file(s))")

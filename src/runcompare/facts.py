@@ -33,7 +33,7 @@ CONFIG_KEYS: dict[str, tuple[str, ...]] = {
     "logging_steps": ("logging_steps", "log_interval"),
     "eval_steps": ("eval_steps", "eval_interval"),
     "learning_rate": ("learning_rate", "lr"),
-    "num_train_epochs": ("num_train_epochs",),
+    "num_train_epochs": ("num_train_epochs", "num_epochs", "max_epochs"),
     "seed": ("seed",),
     "transformers_version": ("transformers_version",),
     "include_num_input_tokens_seen": ("include_num_input_tokens_seen",),
@@ -43,6 +43,9 @@ CONFIG_KEYS: dict[str, tuple[str, ...]] = {
 _COUNTS = {"per_device_batch", "grad_accum", "world_size", "tensor_parallel", "pipeline_parallel",
            "context_parallel", "seq_len", "global_batch", "tokens_per_step", "max_steps",
            "logging_steps", "eval_steps"}
+
+#: Facts that are whole numbers of any sign.
+_INTEGERS = {"seed"}
 
 #: Facts kept as text (a version, a mode such as "all" / "non_padding" / True).
 _TEXT = {"transformers_version", "include_num_input_tokens_seen"}
@@ -75,6 +78,9 @@ def _clean(name: str, value: Any) -> Any:
     """The value as a fact holds it, or None when the writer's value means "not set"."""
     if name in _TEXT:
         return None if value is None or value == "" else str(value)
+    if name in _INTEGERS:
+        number = _clean("learning_rate", value)
+        return int(number) if number is not None and float(number).is_integer() else None
     if value is None or isinstance(value, bool):
         return None
     if name in _COUNTS:

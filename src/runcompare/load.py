@@ -9,11 +9,11 @@ from typing import Any
 
 from .axes import axis_sources, normalize
 from .cache import read_cached
-from .errors import InputError, UsageError
+from .errors import InputError, NoLogsFoundError, UsageError
 from .legs import resolve_legs
 from .model import Fact, Finding, RawLog, Run
 from .resolve import merge_facts, parse_settings, read_sidecar, resolve_batch, user_fact
-from .sources import Source, detect
+from .sources import REGISTRY, Source, detect
 
 __all__ = ["expand", "load", "load_many"]
 
@@ -32,8 +32,9 @@ def load(path: str | Path, *, name: str | None = None, source: str | None = None
     if name is not None:
         user["name"] = Fact(name, "load()", "user")
     path = Path(path)
-    return _load(path, source=source, user=user, default=_folder_name(path),
-                 duplicates=duplicates, cache=cache)
+    raws, findings = _read_all(detect(path, source=source), path, cache, _hints(path, user))
+    name = (user.get("name") or Fact(None, "")).value or _folder_name(path)
+    return _build(path, name, user, raws, findings, duplicates)
 
 
 def load_many(paths: Iterable[str | Path], *, source: str | None = None,
@@ -49,34 +50,39 @@ def load_many(paths: Iterable[str | Path], *, source: str | None = None,
     per_run = parse_settings(settings)
     common = {key: user_fact(key, value, source="load_many()") for key, value in facts.items()}
     common.update(per_run.pop(None, {}))
-    roots = [(root, name) for path in paths for root, name in expand(Path(path), source=source)]
-    names = _unique([name for _, name in roots], [root for root, _ in roots])
-    unknown = set(per_run) - set(names)
+    roots = [root for path in paths for root in expand(Path(path), source=source)]
+    staged = []
+    for done, (root, name, from_source) in enumerate(roots):
+        if progress is not None:
+            progress(done, len(roots), name)
+        user = {**common, **per_run.get(name, {})}
+        raws, findings = _read_all(detect(root, source=source), root, cache, _hints(root, user))
+        named = (user.get("name") or Fact(None, "")).value or (
+            _chosen(raws).name if from_source else None) or name
+        staged.append((root, named, user, raws, findings))
+    names = _unique([item[1] for item in staged], [item[0] for item in staged])
+    unknown = set(per_run) - {name for _, name, _ in roots} - set(names)
     if unknown:
         raise UsageError(f"--set names no run called {', '.join(sorted(unknown))}; the runs "
                          f"are {', '.join(names)}")
-    runs = []
-    for done, ((root, _), name) in enumerate(zip(roots, names)):
-        if progress is not None:
-            progress(done, len(roots), name)
-        runs.append(_load(root, source=source, user={**common, **per_run.get(name, {})},
-                          default=name, duplicates=duplicates, cache=cache))
-    return runs
+    return [_build(root, name, user, raws, findings, duplicates)
+            for (root, _, user, raws, findings), name in zip(staged, names)]
 
 
-def expand(path: Path, *, source: str | None = None) -> list[tuple[Path, str]]:
-    """The runs under ``path`` with their default names.
+def expand(path: Path, *, source: str | None = None) -> list[tuple[Path, str, bool]]:
+    """The runs under ``path``: root, default name, and whether the source may name it.
 
     A path that a single-run format claims (an HF output dir) is one run named after its
     folder; otherwise the format that sees the most runs there (a TensorBoard logdir with one
-    subfolder per run, a ``wandb/`` folder) splits it, each run named after its subfolder.
+    subfolder per run, a ``wandb/`` folder) splits it, each run named by its source (a W&B
+    display name) or else after its subfolder.
     """
-    modules = detect(path, source=source).values()
+    modules = [m for m in detect(path, source=source).values() if not _facts_only(m)]
     splits = [module.expand(path) for module in modules if hasattr(module, "expand")]
     if len(splits) < len(modules) or not splits or max(map(len, splits)) < 2:
-        return [(path, _folder_name(path))]
+        return [(path, _folder_name(path), False)]
     roots = max(splits, key=len)
-    return [(root, _relative_name(root, path)) for root in roots]
+    return [(root, _relative_name(root, path), True) for root in roots]
 
 
 def _relative_name(root: Path, base: Path) -> str:
@@ -100,15 +106,40 @@ def _folder_name(path: Path) -> str:
     return folder.name
 
 
-def _load(path: Path, *, source: str | None, user: Mapping[str, Fact[Any]], default: str,
-          duplicates: str, cache: bool) -> Run:
-    raws, findings = _read_all(detect(path, source=source), path, cache)
-    chosen = max(raws, key=lambda raw: raw.points)  # first (preferred) source on a tie
+def _chosen(raws: list[RawLog]) -> RawLog:
+    """The source whose points a run shows: the most points, the preferred one on a tie;
+    never a facts-only source (a config file beside the logs)."""
+    with_points = [raw for raw in raws if not _facts_only(REGISTRY.get(raw.source))]
+    if not with_points:
+        raise NoLogsFoundError(f"{raws[0].path}: only a configuration ({raws[0].source}) was "
+                               "found, no logged points; point runcompare at the run's logs")
+    return max(with_points, key=lambda raw: raw.points)
+
+
+def _facts_only(module: object) -> bool:
+    return bool(getattr(module, "FACTS_ONLY", False))
+
+
+def _sidecar(path: Path, name: str) -> list[dict[str, Fact[Any]]]:
+    """runcompare.toml facts for run ``name`` in the run's folder, then in its parent."""
     folder = path if path.is_dir() else path.parent
-    name = (user.get("name") or Fact(None, "")).value or default
     sidecars = [read_sidecar(f) for f in (folder, folder.parent)]
-    sidecar = [s.get(key, {}) for s in sidecars for key in (name, None)]
-    facts, conflicts = merge_facts(user, *sidecar, *(raw.facts for raw in raws), run=name)
+    return [s.get(key, {}) for s in sidecars for key in (name, None)]
+
+
+def _hints(path: Path, user: Mapping[str, Fact[Any]]) -> dict[str, object]:
+    """Values the user stated (``--set``, then runcompare.toml) that a source may need."""
+    stated: dict[str, object] = {}
+    for group in reversed([user, *_sidecar(path, _folder_name(path))]):
+        stated.update({k: f.value for k, f in group.items() if k != "name"})
+    return stated
+
+
+def _build(path: Path, name: str, user: Mapping[str, Fact[Any]], raws: list[RawLog],
+           findings: list[Finding], duplicates: str) -> Run:
+    chosen = _chosen(raws)
+    facts, conflicts = merge_facts(user, *_sidecar(path, name), *(raw.facts for raw in raws),
+                                   run=name)
     batch, derived = resolve_batch(facts, run=name)
     kept, dropped = resolve_legs(chosen.scalars, policy=duplicates, starts=chosen.leg_starts,
                                  run=name)
@@ -127,14 +158,14 @@ def _load(path: Path, *, source: str | None, user: Mapping[str, Fact[Any]], defa
                axis_sources=axis_sources(chosen, batch))
 
 
-def _read_all(modules: Mapping[str, Source], path: Path,
-              cache: bool) -> tuple[list[RawLog], list[Finding]]:
+def _read_all(modules: Mapping[str, Source], path: Path, cache: bool,
+              hints: Mapping[str, object]) -> tuple[list[RawLog], list[Finding]]:
     """Every source's reading of ``path``; a source that fails is reported while another reads."""
     raws: list[RawLog] = []
     failures: list[InputError] = []
     for name, module in modules.items():
         try:
-            raws.append(read_cached(name, module, path, enabled=cache))
+            raws.append(read_cached(name, module, path, enabled=cache, hints=hints))
         except InputError as exc:
             failures.append(exc)
     if not raws:

@@ -111,6 +111,8 @@ def resolve_batch(facts: Mapping[str, Fact[Any]],
     config = BatchConfig(per_device_batch=micro, grad_accum=accum, world_size=world, **parallel)
     model_parallel = config.model_parallel
     stated = get("global_batch") or infer_global_batch(facts)
+    if world.kind == "hint" and stated is not None:
+        world = UNKNOWN  # a hint (GPUs on the machine) never overrides a stated global batch
     product = _product(micro.value, accum.value,
                        None if world.value is None else world.value // model_parallel)
     if product is not None:

@@ -1,9 +1,10 @@
 """What the report's charts draw: every run's points on every axis, raw and smoothed, reduced
 for drawing only.
 
-Values are drawn to 7 significant digits. A trace longer than :data:`MAX_POINTS` is drawn from the first and last point and the minimum
-and maximum of each of ``MAX_POINTS // 2`` buckets, so spikes and dips stay visible; smoothing
-runs on all points before that, and the summary numbers never see the reduction.
+Values are drawn to 7 significant digits. A trace longer than :data:`MAX_POINTS` is drawn
+from the first and last point and the minimum and maximum of each of ``MAX_POINTS // 2``
+buckets, so spikes and dips stay visible; smoothing runs on all points before that, and the
+summary numbers never see the reduction.
 """
 
 from __future__ import annotations

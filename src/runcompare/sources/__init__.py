@@ -2,8 +2,10 @@
 
 A source module has ``sniff(path) -> bool`` (cheap: does this path hold my files?),
 ``files(path) -> list[Path]`` (the files ``read`` would read; the cache checks their sizes and
-mtimes) and ``read(path) -> RawLog`` (never guesses a batch size: it reports facts and its
-step unit, and keeps every point of every leg).
+mtimes) and ``read(path, *, hints=None) -> RawLog`` (never guesses a batch size: it reports
+facts and its step unit, and keeps every point of every leg). ``hints`` are the values of the
+facts the user stated (``--set``, ``runcompare.toml``) by name, for formats that need one to
+be read at all (``step_metric`` for W&B, ``logging_steps`` for Trainer stdout, ``pattern``).
 A module whose format can hold several runs under one path (a TensorBoard logdir, a ``wandb/``
 folder) also has ``expand(path) -> list[Path]``, the run roots it finds there.
 
@@ -12,12 +14,13 @@ Adding a format = one module + one line in :data:`REGISTRY`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
 from ..errors import InputError, NoLogsFoundError, UsageError
 from ..model import RawLog
-from . import hf_trainer
+from . import axolotl, hf_trainer, lightning, mlflow, tensorboard, wandb
 
 __all__ = ["REGISTRY", "Source", "detect"]
 
@@ -27,12 +30,17 @@ class Source(Protocol):
 
     def files(self, path: Path) -> list[Path]: ...
 
-    def read(self, path: Path) -> RawLog: ...
+    def read(self, path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog: ...
 
 
 #: Source name (as in ``--source`` and the JSON ``format``) -> module, most preferred first.
 REGISTRY: dict[str, Source] = {
     "hf-trainer": hf_trainer,
+    "tensorboard": tensorboard,
+    "wandb": wandb,
+    "lightning": lightning,
+    "mlflow": mlflow,
+    "axolotl": axolotl,
 }
 
 
@@ -42,7 +50,7 @@ def detect(path: Path, *, source: str | None = None) -> dict[str, Source]:
     Raises :class:`InputError` for a missing path and :class:`NoLogsFoundError` when no source
     (or not the one asked for with ``source``) recognises it.
     """
-    if not path.exists():
+    if not path.exists() and not path.parent.is_file():  # <db>/<run id>: a run inside a file
         raise InputError(f"{path}: no such file or directory")
     if source is not None and source not in REGISTRY:
         raise UsageError(f"unknown source {source!r}; choose one of {', '.join(REGISTRY)}")

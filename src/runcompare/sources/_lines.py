@@ -1,0 +1,384 @@
+"""The one mechanism every plain-text source reads lines and numbers with.
+
+:func:`read_lines` reads a file in chunks of whole lines (``CHUNK_BYTES`` each, cut at the last
+newline; a longer line makes a longer chunk), turns each chunk into a polars frame of ``line``
+(1-based line number) and ``text`` (UTF-8, invalid bytes replaced by U+FFFD) with polars' own
+CSV reader, and hands it to the source's vectorised ``parse`` function, which keeps only the
+rows it needs. Two chunks are parsed at a time in threads (polars releases the GIL), so memory
+holds a few chunks plus the kept rows, whatever the size of the log; nothing loops over lines
+in Python.
+
+The CSV reader is told that the field separator is ``\\x1f`` (ASCII unit separator) and that
+there are no quotes, so a line is one field; the rest of a line after a ``\\x1f`` byte is cut off
+(binary garbage only). Carriage returns inside a line (tqdm progress output) are kept;
+:func:`split_cr` makes each ``\\r``-separated segment a row of its own, with its line number.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from ..errors import InputError, UsageError
+from ..model import RAW_SCHEMA, Finding
+
+__all__ = ["CHUNK_BYTES", "HEAD_BYTES", "KEY", "Lines", "canonical_key", "clean_text",
+           "compile_pattern", "delimited_fields", "head",
+           "log_files", "number", "number_legs", "read_lines", "split_cr", "timestamp",
+           "to_raw", "unparsed_finding"]
+
+#: Bytes of whole lines parsed at once.
+CHUNK_BYTES = 16 << 20
+#: Bytes of a file's beginning that ``sniff`` looks at.
+HEAD_BYTES = 64 << 10
+#: Chunks parsed at the same time.
+WORKERS = 2
+#: Suffixes of the files in a folder that may hold captured stdout.
+LOG_SUFFIXES = (".log", ".out", ".txt", ".err")
+#: W&B's own files: its debug logs, and a run folder's copy of the console (``files/output.log``).
+_WANDB_DEBUG = {"debug.log", "debug-internal.log", "debug-core.log"}
+_WANDB_RUN = re.compile(r"(?:offline-)?run-\d{8}_\d{6}-\w+$")
+_CSV = {"has_header": False, "separator": "\x1f", "quote_char": None,
+        "schema": {"text": pl.String}, "encoding": "utf8-lossy", "truncate_ragged_lines": True}
+_ANSI = r"\x1b\[[0-9;?]*[A-Za-z]"
+
+
+@dataclass
+class Lines:
+    """What :func:`read_lines` kept of a file, and how many lines the file has."""
+
+    rows: pl.DataFrame
+    count: int
+    #: Lines holding bytes that are not UTF-8 (read as U+FFFD), and the first of them.
+    garbled: int = 0
+    first_garbled: int | None = None
+
+    def findings(self, path: Path) -> list[Finding]:
+        """An info finding when some lines were not valid UTF-8."""
+        if not self.garbled:
+            return []
+        return [Finding("info", "not-utf8",
+                        f"{path}: {self.garbled} of {self.count} lines hold bytes that are not "
+                        f"UTF-8 (first at line {self.first_garbled}); they were read with "
+                        "U+FFFD in place of those bytes")]
+
+
+def head(path: Path, size: int = HEAD_BYTES) -> str:
+    """The first ``size`` bytes of ``path`` as text ("" if it cannot be read)."""
+    try:
+        with path.open("rb") as handle:
+            return handle.read(size).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def log_files(path: Path, claims: Callable[[str], bool]) -> list[Path]:
+    """The files at ``path`` whose beginning ``claims`` accepts, in natural name order.
+
+    ``path`` may be a file (taken whatever its name) or a folder (its own ``*.log``, ``*.out``,
+    ``*.txt`` and ``*.err`` files; subfolders are not searched). W&B's debug logs and the
+    console copy in a W&B run folder are never taken.
+    """
+    if path.is_file():
+        candidates = [path]
+    elif path.is_dir():
+        candidates = sorted((p for p in path.iterdir()
+                             if p.suffix in LOG_SUFFIXES and p.is_file()), key=_natural)
+    else:
+        return []
+    return [p for p in candidates if not _is_wandb_file(p) and claims(head(p))]
+
+
+def _natural(path: Path) -> list[object]:
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path.name)]
+
+
+def _is_wandb_file(path: Path) -> bool:
+    parents = [p.name for p in path.resolve().parents[:3]]
+    return (path.name in _WANDB_DEBUG or any(_WANDB_RUN.match(name) for name in parents)
+            or (path.name == "output.log" and parents[:1] == ["files"]))
+
+
+def read_lines(path: Path, parse: Callable[[pl.DataFrame], pl.DataFrame], *,
+               chunk_bytes: int = CHUNK_BYTES, workers: int = WORKERS) -> Lines:
+    """``parse`` applied to every chunk of ``path``'s lines, the results in file order.
+
+    Each chunk reaches ``parse`` as a frame of ``line`` (Int64, 1-based) and ``text`` (String;
+    null for an empty line). Raises :class:`InputError` for an unreadable or empty file.
+    """
+    try:
+        if path.stat().st_size == 0:
+            raise InputError(f"{path}: empty file; nothing was logged to it yet (point "
+                             "runcompare at the log of a run that has started)")
+        with path.open("rb") as handle:
+            return _parse_chunks(_chunks(handle, chunk_bytes), parse, workers)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot be read ({exc.strerror})") from exc
+    except pl.exceptions.PolarsError as exc:
+        raise InputError(f"{path}: cannot be parsed as text ({exc})") from exc
+
+
+def _chunks(handle: io.BufferedReader, size: int) -> Iterator[tuple[int, bytes]]:
+    """(number of the first line, bytes of whole lines) pairs covering the file."""
+    carry, line = b"", 1
+    while True:
+        data = handle.read(size)
+        if not data:
+            if carry:
+                yield line, carry
+            return
+        data = carry + data
+        cut = data.rfind(b"\n") + 1
+        if cut == 0:
+            carry = data
+            continue
+        carry = data[cut:]
+        yield line, data[:cut]
+        line += data.count(b"\n", 0, cut)
+
+
+def _parse_chunks(chunks: Iterator[tuple[int, bytes]],
+                  parse: Callable[[pl.DataFrame], pl.DataFrame], workers: int) -> Lines:
+    results: list[tuple[pl.DataFrame, pl.DataFrame]] = []
+    count = 0
+
+    def run(first: int, data: bytes) -> tuple[pl.DataFrame, pl.DataFrame]:
+        frame = (pl.read_csv(data, **_CSV)  # type: ignore[call-overload]
+                 .with_row_index("line", offset=first)
+                 .with_columns(pl.col("line").cast(pl.Int64)))
+        garbled = frame.filter(pl.col("text").str.contains("\ufffd", literal=True))
+        return parse(frame), garbled.select("line").head(1).with_columns(n=garbled.height)
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        pending: deque[Future[tuple[pl.DataFrame, pl.DataFrame]]] = deque()
+        for first, data in chunks:
+            count = first - 1 + data.count(b"\n") + (not data.endswith(b"\n"))
+            pending.append(pool.submit(run, first, data))
+            if len(pending) > workers:
+                results.append(pending.popleft().result())
+        results += [future.result() for future in pending]
+    rows = pl.concat([r for r, _ in results], how="diagonal_relaxed") if results else \
+        pl.DataFrame()
+    garbled = pl.concat([g for _, g in results])
+    first = garbled.get_column("line").min() if garbled.height else None
+    return Lines(rows, count, int(garbled.get_column("n").sum()), first)  # type: ignore[arg-type]
+
+
+def split_cr(frame: pl.DataFrame) -> pl.DataFrame:
+    """One row per ``\\r``-separated segment of each line (tqdm redraws), line numbers kept."""
+    return (frame.with_columns(pl.col("text").str.split("\r")).explode("text")
+            .filter(pl.col("text").str.len_bytes() > 0))
+
+
+def clean_text(text: pl.Expr) -> pl.Expr:
+    """``text`` without ANSI colour and cursor codes."""
+    return text.str.replace_all(_ANSI, "")
+
+
+def number(text: pl.Expr) -> pl.Expr:
+    """A printed number as Float64: thousands commas, quotes, spaces and a unit suffix
+    (``%``, ``ms``, ``GiB``, ...) dropped; ``nan`` and ``inf`` kept; anything else null.
+
+    >>> s = pl.Series(["1,234", " '2.346' ", "30.12GiB", "-1.5E-04", "nan", "N/A", "120.00ms"])
+    >>> pl.select(number(pl.lit(s))).to_series().to_list()
+    [1234.0, 2.346, 30.12, -0.00015, nan, None, 120.0]
+    """
+    cleaned = text.str.strip_chars(" '\"").str.replace_all(",", "", literal=True)
+    value = cleaned.str.extract(r"^([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?"
+                                r"|(?i:nan|inf|infinity)))(?:[A-Za-z%/]*)$", 1)
+    return value.cast(pl.Float64, strict=False)
+
+
+def timestamp(text: pl.Expr) -> pl.Expr:
+    """Unix seconds of an ``YYYY-MM-DD HH:MM:SS[.ffffff|,mmm]`` stamp read as UTC (the log
+    says no zone), null when ``text`` holds none.
+
+    >>> pl.select(timestamp(pl.lit("2024-01-24 10:00:00.5"))).item()
+    1706090400.5
+    """
+    stamp = text.str.extract(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?", 0)
+    parsed = stamp.str.replace(",", ".", literal=True).str.replace("T", " ", literal=True) \
+        .str.to_datetime("%Y-%m-%d %H:%M:%S%.f", time_unit="us", strict=False)
+    return parsed.dt.epoch("us").cast(pl.Float64) / 1e6
+
+
+def number_legs(rows: pl.DataFrame, *, launch: str, stepped: str, step: str = "step",
+                points: str | None = None) -> pl.Series:
+    """Leg numbers (0, 1, ...) of ``rows`` (in file order), Int32.
+
+    A new leg starts at a row where the boolean column ``launch`` is true (the banner a
+    trainer prints when it starts) and at a ``stepped`` row whose ``step`` does not go up
+    from the previous stepped row's without a launch in between (a restart that went back to
+    a checkpoint). Numbers start at 0 at the first ``points`` row (default: ``stepped``).
+
+    >>> rows = pl.DataFrame({"launch": [1, 0, 0, 0, 1, 0, 0, 0], "stepped": [0, 1, 1, 1, 0, 1, 1, 1],
+    ...                      "step": [None, 1, 2, 3, None, 2, 3, 1]}).cast({"launch": bool,
+    ...                                                                   "stepped": bool})
+    >>> number_legs(rows, launch="launch", stepped="stepped").to_list()
+    [0, 0, 0, 0, 1, 1, 1, 2]
+    """
+    launch_, stepped_ = pl.col(launch), pl.col(stepped)
+    launches = launch_.cast(pl.Int64).cum_sum()
+    previous = pl.when(stepped_).then(pl.col(step)).forward_fill().shift(1)
+    launches_before = pl.when(stepped_).then(launches).forward_fill().shift(1)
+    back = stepped_ & (pl.col(step) <= previous) & (launches == launches_before)
+    raw = rows.select((launch_ | back.fill_null(False)).cast(pl.Int32).cum_sum()).to_series()
+    origin = raw.filter(rows.get_column(points or stepped)).min()
+    return (raw - (origin or 0)).clip(lower_bound=0).cast(pl.Int32).alias("leg")
+
+
+#: Printed names that mean a canonical metric whatever the format (before ``canonical_key``).
+_RENAMES = {"lr": "learning_rate", "val_loss": "eval_loss", "valid_loss": "eval_loss",
+            "validation_loss": "eval_loss", "train_loss": "loss", "gnorm": "grad_norm",
+            "grad-norm": "grad_norm"}
+
+
+def canonical_key(key: str) -> str:
+    """The canonical metric name of a key printed by a generic ``key=value`` logger.
+
+    ``eval_x``/``val_x`` -> ``eval/x``, ``test_x`` -> ``test/x``, names holding ``/`` stay as
+    they are, others -> ``train/x``; ``lr`` is ``learning_rate``.
+
+    >>> [canonical_key(k) for k in ("loss", "lr", "val_loss", "val_acc", "eval/bleu", "Loss")]
+    ['train/loss', 'train/learning_rate', 'eval/loss', 'eval/acc', 'eval/bleu', 'train/loss']
+    """
+    from .hf_trainer import canonical_name
+
+    key = key.strip().lower().replace(" ", "_").replace("-", "_")
+    if "/" in key:
+        return key
+    key = _RENAMES.get(key, key)
+    if key.startswith(("val_", "valid_")):
+        key = "eval_" + key.split("_", 1)[1]
+    return canonical_name(key)
+
+
+def to_raw(frame: pl.DataFrame, columns: Mapping[str, str]) -> pl.DataFrame:
+    """Long :data:`RAW_SCHEMA` rows from a wide frame with ``step``, ``wall_time`` and ``leg``
+    columns: one row per non-null value of each column in ``columns`` (column -> metric).
+    """
+    present = {c: m for c, m in columns.items() if c in frame.columns}
+    if not present or frame.is_empty():
+        return pl.DataFrame(schema=RAW_SCHEMA)
+    base = frame.select(pl.col("step").cast(pl.Int64), pl.col("wall_time").cast(pl.Float64),
+                        pl.col("leg").cast(pl.Int32),
+                        *(pl.col(c).cast(pl.Float64).alias(m) for c, m in present.items()))
+    long = base.unpivot(on=list(dict.fromkeys(present.values())),
+                        index=["step", "wall_time", "leg"], variable_name="metric",
+                        value_name="value")
+    return long.filter(pl.col("value").is_not_null()).select(*RAW_SCHEMA)
+
+
+def unparsed_finding(path: Path, bad: pl.DataFrame, what: str,
+                     total: int | None = None) -> Finding | None:
+    """One warning naming how many lines looked like ``what`` but did not parse, with the
+    first few line numbers and texts; None when there are none. ``bad`` has ``line``, ``text``.
+    """
+    count = bad.height if total is None else total
+    if count == 0:
+        return None
+    shown = "; ".join(f"line {row['line']}: {_snippet(row['text'])}"
+                      for row in bad.head(3).iter_rows(named=True))
+    return Finding("warning", "unparsed-lines",
+                   f"{path}: {count} line{'s' * (count != 1)} looked like {what} but could not "
+                   f"be fully parsed; what did not parse was skipped ({shown})")
+
+
+def _snippet(text: str | None, width: int = 80) -> str:
+    text = repr(text or "")[1:-1]
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+#: Prefix of the key columns of :func:`delimited_fields`.
+KEY = "k:"
+#: Field layouts :func:`delimited_fields` tries per chunk before the general (slower) path.
+MAX_LAYOUTS = 4
+
+
+def delimited_fields(rows: pl.DataFrame, *, sep: str, kv: str) -> pl.DataFrame:
+    """Split lines of ``head sep key kv value sep key kv value ...`` into columns.
+
+    Returns ``line``, ``head`` (the text before the first ``sep``), ``bad`` (a field without
+    ``kv``) and one String column per key, named ``KEY + key``, holding the stripped value.
+    Fast path: a run prints the same keys in the same order on every line, so the most common
+    layout is matched with ``split_exact`` and prefix checks (no regex); lines of another
+    layout take the next round, and after :data:`MAX_LAYOUTS` rounds the rest are split field
+    by field.
+
+    >>> rows = pl.DataFrame({"line": [1, 2], "text": ["it 1 | a: 2 | b:  3 |", "it 2 | c: 4"]})
+    >>> out = delimited_fields(rows, sep="|", kv=":").sort("line")
+    >>> out.select("line", "head", "k:a", "k:b", "k:c").rows()
+    [(1, 'it 1 ', '2', '3', None), (2, 'it 2 ', None, None, '4')]
+    """
+    text = pl.col("text")
+    rows = rows.with_columns(n=text.str.count_matches(sep, literal=True))
+    parts: list[pl.DataFrame] = []
+    for _ in range(MAX_LAYOUTS):
+        if rows.is_empty():
+            break
+        modal = int(rows.get_column("n").mode().min())  # type: ignore[arg-type]
+        sample = rows.filter(pl.col("n") == modal).get_column("text")[0]
+        layout = _layout(sample, sep, kv)
+        loose = any(part.strip() and kv not in part for part in sample.split(sep)[1:])
+        split = rows.filter(pl.col("n") == modal).with_columns(
+            fields=text.str.split_exact(sep, modal)).unnest("fields")
+        match = pl.all_horizontal(True, *(pl.col(f"field_{index}").str.starts_with(prefix)
+                                          for index, prefix in layout))
+        split = split.with_columns(match=match)
+        parts.append(split.filter("match").select(
+            "line", head="field_0", bad=pl.lit(loose),
+            **{KEY + prefix[:-len(kv)].strip(): pl.col(f"field_{index}")
+               .str.slice(len(prefix)).str.strip_chars() for index, prefix in layout}))
+        rows = pl.concat([rows.filter(pl.col("n") != modal),
+                          split.filter(~pl.col("match")).select(rows.columns)])
+    if not rows.is_empty():
+        parts.append(_fields_one_by_one(rows, sep, kv))
+    return pl.concat(parts, how="diagonal_relaxed") if parts else pl.DataFrame(
+        schema={"line": pl.Int64, "head": pl.String, "bad": pl.Boolean})
+
+
+def _layout(sample: str, sep: str, kv: str) -> list[tuple[int, str]]:
+    """(field index, ``" key:"`` prefix) of each key-value field of one line."""
+    return [(i, part[:part.index(kv) + len(kv)]) for i, part in enumerate(sample.split(sep))
+            if i > 0 and kv in part and part.split(kv, 1)[0].strip()]
+
+
+def _fields_one_by_one(rows: pl.DataFrame, sep: str, kv: str) -> pl.DataFrame:
+    parts = (rows.select("line", part=pl.col("text").str.split(sep))
+             .with_columns(index=pl.int_ranges(pl.col("part").list.len()))
+             .explode("part", "index"))
+    heads = parts.filter(pl.col("index") == 0).select("line", head="part")
+    fields = parts.filter((pl.col("index") > 0) & (pl.col("part").str.strip_chars() != ""))
+    at = pl.col("part").str.find(kv, literal=True)
+    fields = fields.select("line", key=KEY + pl.col("part").str.head(at).str.strip_chars(),
+                           value=pl.col("part").str.slice(at + len(kv)).str.strip_chars())
+    bad = fields.group_by("line").agg(bad=pl.col("key").is_null().any()
+                                      | (pl.col("key") == KEY).any())
+    wide = (fields.filter(pl.col("key").is_not_null() & (pl.col("key") != KEY))
+            .pivot(on="key", index="line", values="value", aggregate_function="first"))
+    return heads.join(bad, on="line", how="left").join(wide, on="line", how="left") \
+        .with_columns(pl.col("bad").fill_null(False))
+
+
+def compile_pattern(pattern: str) -> list[str]:
+    """The named groups of a user's ``--pattern`` regex; :class:`UsageError` when polars'
+    (Rust) regex engine rejects it or it has no ``step`` or ``iter`` group.
+    """
+    try:
+        pl.select(pl.lit("").str.extract_groups(pattern))
+    except pl.exceptions.PolarsError as exc:
+        raise UsageError(f"--pattern {pattern!r} is not a valid regular expression ({exc}); "
+                         "runcompare uses Rust regex syntax: no look-around or "
+                         "backreferences") from exc
+    names = re.findall(r"\(\?P?<([A-Za-z_]\w*)>", pattern)
+    if not {"step", "iter"} & set(names):
+        raise UsageError(f"--pattern {pattern!r} needs a named group (?P<step>...) or "
+                         "(?P<iter>...) holding the step; other named groups become metrics")
+    return names

@@ -1,0 +1,243 @@
+"""Megatron-LM stdout: ``iteration N/ M | key: value | ...`` lines (with or without the
+``[YYYY-MM-DD HH:MM:SS]`` prefix of 2024+ versions) and ``validation loss at ...`` lines.
+
+Steps: ``iteration`` counts optimizer steps, 1-based, printed after the step. Metric names:
+
+================================== ===============================================
+printed                            canonical (alias = the printed name)
+================================== ===============================================
+lm loss                            ``train/loss`` (averaged over the log interval)
+consumed samples                   ``train/consumed_samples`` (the samples axis; includes
+                                   this iteration, exact through batch ramps)
+learning rate                      ``train/learning_rate``
+global batch size                  ``train/global_batch_size``
+elapsed time per iteration (ms)    ``train/iteration_time_ms``
+throughput per GPU (TFLOP/s/GPU)   ``train/tflops_per_gpu``
+grad norm, loss scale, params norm ``train/grad_norm``, ``train/loss_scale``, ``train/params_norm``
+number of skipped iterations       ``train/skipped_iterations``
+number of nan iterations           ``train/nan_iterations``
+any other ``key``                  ``train/<key in snake_case>`` (e.g. ``train/mtp_1_loss``)
+validation ``lm loss value`` / PPL ``eval/loss`` / ``eval/ppl`` (``test/...`` for the test set)
+================================== ===============================================
+
+Facts: the ``arguments`` block Megatron prints at start (kind ``config``: micro_batch_size,
+global_batch_size, seq_length, tensor/pipeline/context parallel sizes, world_size,
+train_iters, log_interval, eval_interval, lr); from the lines (kind ``logged``): the global
+batch size (the last one printed; a ``batch-ramp`` finding when it changed), ``max_steps``
+(the ``/ M`` of the iteration), ``global_step``. Timestamps are read as UTC.
+Restarts: a new ``arguments`` block or an iteration that does not go up starts a new leg;
+``successfully loaded checkpoint ... at iteration K`` makes that leg start at K + 1.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from ..errors import InputError
+from ..facts import facts_from_config
+from ..model import Fact, Finding, RawLog
+from . import _lines
+from ._lines import KEY
+
+__all__ = ["claims", "files", "read", "sniff"]
+
+_ITERATION = re.compile(r"iteration\s+\d+/\s*\d+\s*\|")
+_TRAIN_NAMES = {
+    "lm loss": "train/loss", "consumed samples": "train/consumed_samples",
+    "skipped samples": "train/skipped_samples", "learning rate": "train/learning_rate",
+    "decoupled learning rate": "train/decoupled_learning_rate",
+    "global batch size": "train/global_batch_size",
+    "elapsed time per iteration (ms)": "train/iteration_time_ms",
+    "throughput per GPU (TFLOP/s/GPU)": "train/tflops_per_gpu", "loss scale": "train/loss_scale",
+    "grad norm": "train/grad_norm", "num zeros": "train/num_zeros",
+    "params norm": "train/params_norm", "number of skipped iterations": "train/skipped_iterations",
+    "number of nan iterations": "train/nan_iterations",
+}
+_VALID = (r"validation loss at (?:iteration\s+(?<step>\d+))?(?<rest>[^|]*)\|(?<pairs>.*)")
+_ARG = r"^\s*(?<key>[a-z_][a-z0-9_]*) \.{3,} (?<value>.*?)\s*$"
+_LOADED = r"loaded checkpoint .* at iteration\s+(?<step>\d+)"
+
+
+def claims(head: str) -> bool:
+    """Whether the beginning of a file looks like Megatron-LM's stdout."""
+    return bool(_ITERATION.search(head)) or "end of arguments" in head and "-- arguments --" in head
+
+
+def files(path: Path) -> list[Path]:
+    return _lines.log_files(path, claims)
+
+
+def sniff(path: Path) -> bool:
+    return bool(files(path))
+
+
+def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
+    """Every point of every Megatron log at ``path`` (a file, or a folder's logs in name order)."""
+    logs = files(path) or ([path] if path.is_file() else [])
+    if not logs:
+        raise InputError(f"{path}: no Megatron-LM log found (a file with lines like "
+                         "' iteration 100/ 500000 | consumed samples: ... | lm loss: ...')")
+    parts, findings = [], []
+    for index, file in enumerate(logs):
+        lines = _lines.read_lines(file, _parse)
+        parts.append(lines.rows.with_columns(pos=pl.col("line") + (index << 40),
+                                             name=pl.lit(file.name)))
+        findings += lines.findings(file)
+    rows = pl.concat(parts, how="diagonal_relaxed")
+    return _assemble(path, logs, rows, findings)
+
+
+def _parse(frame: pl.DataFrame) -> pl.DataFrame:
+    """Per chunk: train lines split into fields; validation, argument and restart lines kept."""
+    text = pl.col("text")
+    is_valid = text.str.contains("loss at ", literal=True)
+    is_train = (text.str.contains("iteration", literal=True)
+                & text.str.contains("|", literal=True) & ~is_valid)
+    train = _lines.delimited_fields(frame.filter(is_train), sep="|", kv=":")
+    keys = [c for c in train.columns if c.startswith(KEY)]
+    values = [pl.col(c).cast(pl.Float64, strict=False) for c in keys]
+    failed = pl.any_horizontal(False, *(v.is_null() & pl.col(c).is_not_null()
+                                        for v, c in zip(values, keys)))
+    head = pl.col("head")
+    counter = head.str.slice(head.str.find("iteration", literal=True) + len("iteration")) \
+        .str.split_exact("/", 1)
+    train = train.with_columns(*values, counter=counter).unnest("counter").with_columns(
+        step=pl.col("field_0").str.strip_chars().cast(pl.Int64, strict=False),
+        total=pl.col("field_1").str.strip_chars().cast(pl.Int64, strict=False),
+        wall_time=_lines.timestamp(head))
+    train = train.with_columns(kind=pl.lit("train"),
+                               bad=pl.col("bad") | failed | pl.col("step").is_null()
+                               ).drop("head", "field_0", "field_1")
+    texts = frame.join(train.filter("bad").select("line"), on="line", how="semi")
+    train = train.join(texts, on="line", how="left")
+    other = frame.filter(~is_train & (is_valid | text.str.contains(" ...", literal=True)
+                                      | text.str.contains("-- arguments --", literal=True)
+                                      | text.str.contains("loaded checkpoint", literal=True)))
+    return pl.concat([train, other.with_columns(kind=pl.lit("other"))], how="diagonal_relaxed")
+
+
+def _assemble(path: Path, logs: list[Path], rows: pl.DataFrame,
+              findings: list[Finding]) -> RawLog:
+    rows = rows.sort("pos")
+    train = rows.filter(kind="train")
+    other = rows.filter(kind="other").select("line", "pos", "name", "text")
+    bad = train.filter("bad").select("line", "pos", "text")
+    train = _legs(train.filter(pl.col("step").is_not_null()).drop("text"), other)
+    if train.is_empty():
+        raise InputError(f"{path}: no Megatron-LM training line could be read (expected "
+                         "' iteration N/ M | ... | lm loss: X |')")
+    names = {column: _train_name(column[len(KEY):]) for column in train.columns
+             if column.startswith(KEY)}
+    scalars = _lines.to_raw(train, names)
+    valid, bad_valid = _validation(other, train)
+    scalars = pl.concat([scalars, valid])
+    aliases = {m: c[len(KEY):] for c, m in names.items() if m != c[len(KEY):]}
+    aliases.update({"eval/loss": "validation lm loss value", "eval/ppl": "validation lm loss PPL"})
+    bad = pl.concat([bad, bad_valid]).sort("pos")
+    finding = _lines.unparsed_finding(logs[0] if len(logs) == 1 else path, bad,
+                                      "Megatron-LM log lines")
+    findings += [finding] if finding else []
+    facts, more = _facts(logs, train, other)
+    return RawLog(source="megatron", path=path, scalars=scalars, step_unit="optimizer",
+                  facts=facts, findings=findings + more, files=logs, aliases=aliases,
+                  leg_starts=_leg_starts(train, other))
+
+
+def _train_name(key: str) -> str:
+    return _TRAIN_NAMES.get(key) or "train/" + re.sub(r"[^0-9a-z]+", "_", key.lower()).strip("_")
+
+
+def _legs(train: pl.DataFrame, other: pl.DataFrame) -> pl.DataFrame:
+    """``train`` with leg numbers: a new leg at an ``arguments`` banner (a relaunch) and where
+    the iteration does not go up."""
+    banners = other.filter(pl.col("text").str.contains("-- arguments --", literal=True))
+    rows = pl.concat([train.with_columns(launch=pl.lit(False), stepped=pl.lit(True)),
+                      banners.select("pos", launch=pl.lit(True), stepped=pl.lit(False))],
+                     how="diagonal_relaxed").sort("pos")
+    rows = rows.with_columns(_lines.number_legs(rows, launch="launch", stepped="stepped"))
+    return rows.filter("stepped").drop("launch", "stepped")
+
+
+def _leg_starts(train: pl.DataFrame, other: pl.DataFrame) -> dict[int, int]:
+    """Leg -> first step it may log, from ``loaded checkpoint ... at iteration K`` lines."""
+    loaded = other.filter(pl.col("text").str.contains("loaded checkpoint", literal=True)).select(
+        loaded_at="pos", start=pl.col("text").str.extract(_LOADED, 1).cast(pl.Int64) + 1)
+    loaded = loaded.filter(pl.col("start").is_not_null())
+    if loaded.is_empty():
+        return {}
+    legs = train.group_by("leg").agg(first=pl.col("pos").first(), last=pl.col("pos").last())
+    legs = legs.sort("leg").with_columns(previous=pl.col("last").shift(1))
+    joined = legs.join_asof(loaded.sort("loaded_at"), left_on="first", right_on="loaded_at",
+                            strategy="backward")
+    joined = joined.filter(pl.col("loaded_at") > pl.col("previous"))
+    return dict(joined.select("leg", "start").iter_rows())
+
+
+def _validation(other: pl.DataFrame, train: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Points of ``validation loss at ...`` lines, and the lines that held none."""
+    rows = other.filter(pl.col("text").str.contains("loss at ", literal=True))
+    parts = rows.with_columns(pl.col("text").str.extract_groups(_VALID).alias("v")).unnest("v")
+    prefix = pl.when(pl.col("rest").str.contains("test")).then(pl.lit("test/")) \
+        .otherwise(pl.lit("eval/"))
+    last = train.select("pos", last_step="step", leg="leg")
+    parts = parts.sort("pos").join_asof(last, on="pos", strategy="backward")
+    pairs = (parts.with_columns(pair=pl.col("pairs").str.extract_all(r"[^|]+?(?:value|PPL):[^|]+"))
+             .explode("pair").with_columns(
+                 key=pl.col("pair").str.extract(r"^\s*(.*?)\s+(?:value|PPL):", 1),
+                 ppl=pl.col("pair").str.contains("PPL:", literal=True),
+                 value=pl.col("pair").str.extract(r":\s*(\S+)", 1).cast(pl.Float64, strict=False)))
+    name = pl.col("key").str.to_lowercase().str.replace_all(r"[^0-9a-z]+", "_").str.strip_chars("_")
+    name = pl.when(name == "lm_loss").then(pl.lit("loss")).otherwise(name)
+    points = pairs.filter(pl.col("value").is_not_null()
+                          & (pl.col("step").is_not_null() | pl.col("last_step").is_not_null())).select(
+        metric=prefix + name + pl.when("ppl").then(pl.lit("_ppl")).otherwise(pl.lit("")),
+        value="value", step=pl.coalesce(pl.col("step").cast(pl.Int64), "last_step"),
+        wall_time=pl.lit(None, pl.Float64), leg=pl.col("leg").fill_null(0).cast(pl.Int32))
+    points = points.with_columns(pl.col("metric").str.replace("/loss_ppl", "/ppl", literal=True))
+    bad = parts.filter(~pl.col("line").is_in(
+        pairs.filter(pl.col("value").is_not_null()).get_column("line").implode()))
+    return points, bad.select("line", "pos", "text")
+
+
+def _facts(logs: list[Path], train: pl.DataFrame,
+           other: pl.DataFrame) -> tuple[dict[str, Fact[Any]], list[Finding]]:
+    args = other.filter(pl.col("text").str.contains(" ...", literal=True)).with_columns(
+        pl.col("text").str.extract_groups(_ARG).alias("a")).unnest("a")
+    args = args.filter(pl.col("key").is_not_null()).unique("key", keep="first")
+    config = dict(args.select("key", "value").iter_rows())
+    where = f"{logs[0].name}: arguments"
+    facts = facts_from_config(config, where=where)
+    findings = []
+    ramp = config.get("rampup_batch_size")
+    if ramp not in (None, "None"):
+        findings.append(Finding("info", "batch-ramp", f"{where}: rampup_batch_size {ramp}: "
+                                "the global batch grows during the run; the samples axis "
+                                "comes from the logged consumed samples"))
+    gb = KEY + "global batch size"
+    if gb in train.columns:
+        sizes = train.select("step", "name", "line", gb=pl.col(gb).cast(pl.Int64, strict=False))
+        sizes = sizes.filter(pl.col("gb").is_not_null())
+        if sizes.height:
+            last = sizes.row(-1, named=True)
+            facts.setdefault("global_batch", Fact(
+                last["gb"], f"{last['name']}: global batch size (iteration {last['step']})"))
+            changes = sizes.filter(pl.col("gb") != pl.col("gb").shift(1)).tail(-1)
+            if changes.height and not findings:
+                first = sizes.row(0, named=True)
+                findings.append(Finding(
+                    "info", "batch-ramp",
+                    f"{last['name']}: the global batch size went from {first['gb']} to "
+                    f"{last['gb']} in {changes.height} change(s) (first at iteration "
+                    f"{changes.row(0, named=True)['step']}); the samples axis comes from the "
+                    "logged consumed samples"))
+    total = train.get_column("total").drop_nulls()
+    if total.len():
+        facts.setdefault("max_steps", Fact(int(total[-1]), f"{logs[-1].name}: iteration N/M"))
+    facts["global_step"] = Fact(int(train.get_column("step").max()),  # type: ignore[arg-type]
+                                f"{logs[-1].name}: last iteration")
+    return facts, findings
