@@ -111,3 +111,17 @@ def _decode_png(data: bytes) -> list[tuple[int, ...]]:
     stride = width * 4 + 1
     return [tuple(raw[r + 1 + i:r + 5 + i]) for r in range(0, len(raw), stride * 40)
             for i in range(0, width * 4, 4 * 7)]
+
+
+def test_png_and_svg_figures_drawn_by_the_installed_chromium(cli, tmp_path):
+    report = tmp_path / "cmp.html"
+    result = cli(SAMPLES / "mamba", SAMPLES / "attn", "-o", report, "--png", "--svg")
+    assert result.exit_code == 0, result.stderr
+    figures = tmp_path / "cmp"
+    runs = rc.load_many([SAMPLES / "mamba", SAMPLES / "attn"])
+    metrics = rc.compare(runs).metrics
+    pngs, svgs = sorted(figures.glob("*.png")), sorted(figures.glob("*.svg"))
+    assert len(pngs) == len(svgs) == len(metrics)
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
+    assert all("<svg" in p.read_text()[:500] for p in svgs)
+    assert len(set(_decode_png((figures / "eval_loss.png").read_bytes()))) > 5

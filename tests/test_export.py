@@ -109,7 +109,7 @@ def test_awkward_run_names_are_percent_encoded_partitions(runs, tmp_path):
 
 
 def test_duckdb_reads_the_dataset_directly(runs, tmp_path):
-    duckdb = pytest.importorskip("duckdb")
+    import duckdb
     named = [renamed(with_special_values(run), name) for run, name in zip(runs, AWKWARD)]
     out = tmp_path / "runs.parquet"
     export(named, out)

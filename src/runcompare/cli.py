@@ -22,7 +22,14 @@ from .batch import plan_batch
 from .errors import RuncompareError
 from .export import export as export_runs
 from .load import load_many
-from .report import default_report_path, print_comparison, print_plan, print_run, write_report
+from .report import (
+    default_report_path,
+    print_comparison,
+    print_plan,
+    print_run,
+    write_figures,
+    write_report,
+)
 
 __all__ = ["app", "main"]
 
@@ -113,6 +120,9 @@ def compare(
         "-o", "--output", help="Report path (default reports/<a>_vs_<b>.html).")] = None,
     as_json: JsonOpt = False,
     no_report: Annotated[bool, typer.Option("--no-report", help="Write no HTML report.")] = False,
+    png: Annotated[bool, typer.Option(
+        "--png", help="Also draw each chart as PNG beside the report (needs kaleido).")] = False,
+    svg: Annotated[bool, typer.Option("--svg", help="Also draw each chart as SVG.")] = False,
     source: SourceOpt = None,
     duplicates: Duplicates = "keep-last",
     no_cache: NoCache = False,
@@ -123,9 +133,11 @@ def compare(
                            cache=not no_cache, progress=progress)
     comparison = compare_runs(loaded, x=x, metrics=metric or None, smooth=smooth, target=target,
                               groups=parse_groups(group or (), loaded) or None)
-    report = None
-    if not no_report:
-        report = write_report(comparison, output or default_report_path(comparison.runs))
+    report_path = output or default_report_path(comparison.runs)
+    report = None if no_report else write_report(comparison, report_path)
+    formats = tuple(f for f, wanted in (("png", png), ("svg", svg)) if wanted)
+    if formats:
+        write_figures(comparison, report_path.with_suffix(""), formats=formats)
     if as_json:
         typer.echo(json.dumps(comparison.to_json(), indent=2, allow_nan=True))
     else:
