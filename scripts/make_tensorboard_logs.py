@@ -8,8 +8,8 @@ Every file is written by a real writer: ``torch.utils.tensorboard.SummaryWriter`
 scalars, ``new_style=True`` float and double tensors, a ``purge_step`` restart, text, a
 histogram, an image, a graph, ``add_hparams``), the ``tensorboard`` package's own
 ``tensorboard.summary.Writer`` (tensor scalars), and, when a Python with TensorFlow is given
-as ``--tf-python`` (or this one has it), TF2's ``tf.summary`` (scalars as ``tensor_content``
-with metadata on a tag's first event only, text, hparams). The damaged cases under
+as ``--tf-python`` (or this one has it), TF2's ``tf.summary`` (scalars as ``tensor_content``,
+text, hparams) and TF1's merged graph-mode summaries (several values in one event). The damaged cases under
 ``damaged/`` are copies of a real file cut short or with bytes changed; what was done to each
 is in tests/data/README-tensorboard.md. Values depend on the step only, so tests can check
 them; file names and wall times change with each run of this script.
@@ -93,8 +93,8 @@ def torch_purge(out: Path) -> None:
 
 def tb_writer(out: Path) -> None:
     """The tensorboard package's writers: Writer.add_scalar (float tensors) in tb_writer/, and
-    scalar summaries of half and double tensors made with its tensor_util, written by its
-    EventFileWriter in tb_typed/."""
+    scalar summaries of half, double and int64 tensors made with its tensor_util, written by
+    its EventFileWriter in tb_typed/."""
     from tensorboard.compat.proto import event_pb2
     from tensorboard.plugins.scalar import metadata
     from tensorboard.summary import Writer
@@ -109,8 +109,10 @@ def tb_writer(out: Path) -> None:
     events = EventFileWriter(str(out / "tb_typed"))
     for step in range(10):
         event = event_pb2.Event(wall_time=time.time(), step=step)
-        for tag, value in (("half", np.float16(loss(step))), ("double", np.float64(loss(step)))):
-            event.summary.value.add(tag=f"train/loss_{tag}",
+        typed = (("half", np.float16(loss(step))), ("double", np.float64(loss(step))),
+                 ("int64", np.int64(1000 * step)))
+        for tag, value in typed:
+            event.summary.value.add(tag=f"train/loss_{tag}" if tag != "int64" else "train/tokens",
                                     tensor=tensor_util.make_tensor_proto(value),
                                     metadata=metadata.create_summary_metadata("", ""))
         events.add_event(event)
@@ -146,17 +148,37 @@ writer.close()
 """
 
 
+TF1_SCRIPT = """
+import math, sys
+import tensorflow as tf
+tf.compat.v1.disable_eager_execution()
+step_loss = tf.compat.v1.placeholder(tf.float32, [])
+tf.compat.v1.summary.scalar("loss", step_loss)
+tf.compat.v1.summary.scalar("accuracy", 1.0 - step_loss / 10.0)
+tf.compat.v1.summary.histogram("weights", tf.ones([4]) * step_loss)
+merged = tf.compat.v1.summary.merge_all()
+with tf.compat.v1.Session() as session:
+    writer = tf.compat.v1.summary.FileWriter(sys.argv[1], session.graph)
+    for step in range(0, 40, 2):
+        value = 4.0 * math.exp(-step / 15) + 0.5
+        writer.add_summary(session.run(merged, {step_loss: value}), step)
+    writer.close()
+"""
+
+
 def tf2(out: Path, python: str | None) -> None:
-    """TF2 tf.summary: scalars as tensor_content, metadata on each tag's first event only."""
+    """TF2 ``tf.summary`` (scalars as tensor_content) in tf2/, and TF1 graph-mode merged
+    summaries (several values per event, simple_value scalars, a graph) in tf1/."""
     python = python or sys.executable
     probe = subprocess.run([python, "-c", "import tensorflow"], capture_output=True, check=False)
     if probe.returncode:
-        print("tf2/ kept as it was: no TensorFlow (pass --tf-python)")
+        print("tf1/ and tf2/ kept as they were: no TensorFlow (pass --tf-python)")
         return
-    folder = out / "tf2"
-    shutil.rmtree(folder, ignore_errors=True)
-    command = [python, "-c", TF2_SCRIPT, str(folder), json.dumps(ARGS)]
-    subprocess.run(command, check=True, env={"TF_CPP_MIN_LOG_LEVEL": "3", "PATH": "/usr/bin"})
+    env = {"TF_CPP_MIN_LOG_LEVEL": "3", "PATH": "/usr/bin"}
+    for name, script in (("tf2", TF2_SCRIPT), ("tf1", TF1_SCRIPT)):
+        shutil.rmtree(out / name, ignore_errors=True)
+        command = [python, "-c", script, str(out / name), json.dumps(ARGS)]
+        subprocess.run(command, check=True, env=env)
 
 
 def damaged(out: Path) -> None:

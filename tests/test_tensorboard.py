@@ -106,7 +106,8 @@ def test_the_add_hparams_folder_belongs_to_its_run_and_gives_facts():
 @pytest.mark.parametrize(("folder", "tags", "steps", "exact"), [
     ("torch_new_style", ["train/loss", "train/loss_f64"], range(0, 50, 5), "train/loss_f64"),
     ("tb_writer", ["train/loss"], range(10), None),
-    ("tb_typed", ["train/loss_double", "train/loss_half"], range(10), "train/loss_double"),
+    ("tb_typed", ["train/loss_double", "train/loss_half", "train/tokens"], range(10),
+     "train/loss_double"),
     ("tf2", ["train/grad_norm", "train/loss"], range(25), None),
 ])
 def test_tensor_scalars_in_every_encoding(folder, tags, steps, exact):
@@ -117,9 +118,26 @@ def test_tensor_scalars_in_every_encoding(folder, tags, steps, exact):
         assert points.get_column("step").to_list() == list(steps)
         if tag == "train/grad_norm":
             continue
+        if tag == "train/tokens":  # an int64 tensor: decoded through the protobuf fallback
+            assert points.get_column("value").to_list() == [1000.0 * s for s in steps]
+            continue
         expected = [loss(s) for s in steps]
         rtol = 0 if tag == exact else 1e-3 if tag.endswith("half") else F32
         assert np.allclose(points.get_column("value"), expected, rtol=rtol, atol=0)
+
+
+def test_tf1_merged_summaries_hold_several_values_per_event():
+    raw = tensorboard.read(TB / "tf1")
+    frame = raw.scalars.sort("metric", "step")
+    assert dict(frame.group_by("metric").len().iter_rows()) == {"loss": 20, "accuracy": 20}
+    losses = frame.filter(metric="loss")
+    assert losses.get_column("step").to_list() == list(range(0, 40, 2))
+    assert np.allclose(losses.get_column("value"), [loss(s) for s in range(0, 40, 2)],
+                       rtol=F32)
+    accuracy = frame.filter(metric="accuracy").get_column("value")
+    assert np.allclose(accuracy, 1 - losses.get_column("value") / 10, rtol=F32)
+    (skipped,) = [f for f in raw.findings if f.code == "non-scalar-skipped"]
+    assert "histograms 20" in skipped.message and "graphs 2" in skipped.message
 
 
 def test_purge_step_restart_is_a_leg_that_orphans_later_points():
@@ -257,7 +275,7 @@ def test_a_later_file_with_new_tags_only_continues_the_leg(tmp_path):
     shutil.copy(event_file(TB / "tb_writer"), tmp_path)
     shutil.copy(event_file(TB / "tb_typed"), tmp_path)
     raw = tensorboard.read(tmp_path)
-    assert raw.scalars.get_column("leg").unique().to_list() == [0] and raw.points == 30
+    assert raw.scalars.get_column("leg").unique().to_list() == [0] and raw.points == 40
 
 
 def test_a_leg_that_starts_over_is_pointed_out(tmp_path):

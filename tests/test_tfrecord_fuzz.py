@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from runcompare.errors import RuncompareError
-from runcompare.sources import tensorboard, tfevents, tfrecord
+from runcompare.sources import crc32c, tensorboard, tfevents, tfrecord
 
 from .conftest import DATA
 
@@ -80,3 +80,14 @@ def test_unchanged_real_files_keep_every_record():
         frames = tfrecord.frame(np.frombuffer(data, np.uint8))
         assert frames.damage == []
         assert int(frames.starts[-1] + frames.lengths[-1] + 4) == len(data)
+
+
+def test_without_the_crc_wheel_the_same_records_are_kept(monkeypatch):
+    files = sorted(TB.rglob("*tfevents*"))
+    fast = [tfrecord.frame(np.frombuffer(f.read_bytes(), np.uint8)) for f in files]
+    monkeypatch.setattr(crc32c, "google_crc32c", None)
+    assert not crc32c.fast() and crc32c.masked_crc32c(b"123456789") == 0xC78AB0E5
+    for file, expected in zip(files, fast):
+        frames = tfrecord.frame(np.frombuffer(file.read_bytes(), np.uint8))
+        assert frames.starts.tolist() == expected.starts.tolist(), file
+        assert frames.damage == expected.damage, file

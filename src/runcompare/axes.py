@@ -51,8 +51,11 @@ def normalize(raw: RawLog, batch: BatchConfig, *, run: str) -> pl.DataFrame:
         elapsed=_elapsed(points),
         run=pl.lit(run),
     )
+    # sort on each metric's rank among the (few) metric names: no string comparisons per row
+    order = {name: i for i, name in enumerate(sorted(points.get_column("metric").unique()))}
+    key = pl.col("metric").replace_strict(order, return_dtype=pl.UInt32)
     return (points.select([pl.col(c).cast(t) for c, t in SCALAR_SCHEMA.items()])
-            .sort("metric", "step", "wall_time", maintain_order=True, nulls_last=True))
+            .sort(key, "step", "wall_time", maintain_order=True, nulls_last=True))
 
 
 def _optimizer_step(raw: RawLog, batch: BatchConfig, run: str) -> pl.Expr:
@@ -82,15 +85,15 @@ def schedule(batch: BatchConfig, steps: pl.Series) -> tuple[pl.Series, pl.Series
     [[97656832], [100000595968]]
     """
     steps = steps.cast(pl.Int64)
+    unknown = pl.repeat(None, len(steps), dtype=pl.Int64, eager=True)
     seq_len = batch.seq_len.value
     if batch.ramp:
         samples = _ramp_samples(batch.ramp, steps)
-        tokens = samples * seq_len if seq_len is not None else pl.Series([None] * len(steps))
+        tokens = samples * seq_len if seq_len is not None else unknown
         return samples.alias("samples"), tokens.cast(pl.Int64).alias("tokens")
     glob, per_step = batch.global_batch.value, batch.tokens_per_step.value
-    samples = steps * glob if glob is not None else pl.Series([None] * len(steps), dtype=pl.Int64)
-    tokens = (steps * per_step if per_step is not None
-              else pl.Series([None] * len(steps), dtype=pl.Int64))
+    samples = steps * glob if glob is not None else unknown
+    tokens = steps * per_step if per_step is not None else unknown
     return samples.alias("samples"), tokens.alias("tokens")
 
 
@@ -98,7 +101,7 @@ def _ramp_samples(ramp: tuple[tuple[int, int], ...], steps: pl.Series) -> pl.Ser
     """Σ of each step's global batch for steps 1..s, for a piecewise-constant ramp."""
     starts = [start for start, _ in ramp]
     sizes = [size for _, size in ramp]
-    out = pl.Series([0] * len(steps), dtype=pl.Int64)
+    out = pl.repeat(0, len(steps), dtype=pl.Int64, eager=True)
     for i, (start, size) in enumerate(zip(starts, sizes)):
         end = starts[i + 1] if i + 1 < len(starts) else None
         upper = steps if end is None else steps.clip(upper_bound=end)

@@ -24,10 +24,12 @@ Legs (restarts) and what they orphan
 ------------------------------------
 Files of a run are ordered by the wall time of their first event. Each file is a new leg,
 unless it began before the previous leg's last event (two writers at once, e.g. one file per
-DDP rank): then it joins that leg and nothing is orphaned between them. A ``SessionLog.START``
-(written by ``SummaryWriter(purge_step=s)``) after points of its leg starts a new leg too; its
-step is the leg's start, so ``legs.resolve_legs`` drops earlier points at step ≥ s. Every point
-is kept here; dropping is the shared mechanism's job.
+DDP rank) or logs only tags that no earlier file logged (it cannot have re-logged anything):
+then it continues the leg and nothing is orphaned between them. A ``SessionLog.START``
+(written by ``SummaryWriter(purge_step=s)``) always starts a new leg whose start is s, so
+``legs.resolve_legs`` drops earlier points at step ≥ s; without one a leg starts at its first
+logged step (the HF Trainer resumes without it). Every point is kept here; dropping is the
+shared mechanism's job.
 
 Facts: HF's ``args/text_summary`` (TrainingArguments as JSON; the latest leg's) and the hparams
 plugin's session values, both as run configuration; HF's logged end-of-training rates
@@ -132,9 +134,11 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
     legs = _legs(root, decoded)
     findings = _findings(root, decoded, legs)
     if all(not d.events.events for d in decoded) and any(d.events.damage for d in decoded):
+        bad = next(d for d in decoded if d.events.damage)
+        offset, reason = bad.events.damage[0]
         raise InputError(f"{path}: no readable TensorBoard event in {len(decoded)} file(s) "
-                         f"({'; '.join(f.message for f in findings[:3])}); check that these "
-                         "are TensorBoard event files")
+                         f"({bad.path.name}, byte {offset}: {reason}); check that files "
+                         f"whose names contain '{MARK}' are TensorBoard event files")
     scalars = pl.concat([_with_leg(d, legs) for d in legs.order], how="vertical")
     if scalars.is_empty():
         findings.append(Finding("warning", "no-scalars",

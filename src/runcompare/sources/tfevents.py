@@ -207,8 +207,11 @@ def _decode_values(buf: np.ndarray, values: _Values, wall: np.ndarray, step: np.
         else:
             value[row], keep[row] = number, True
     others = np.flatnonzero(live & ~simple & ~scalar_tensor)
-    _other_values(buf, values, others, [kinds[i] for i in plugin[others]],
-                  [names[i] for i in codes[others]], out)
+    _count_skipped(plugin[others], fields[8].has(2)[others], kinds, out)
+    special = others[np.isin(plugin[others], [kinds.index(k) for k in ("text", "hparams")
+                                               if k in kinds])]
+    _other_values(buf, values, special, [kinds[i] for i in plugin[special]],
+                  [names[i] for i in codes[special]], out)
     rows = np.flatnonzero(keep)
     events = values.event[rows]
     metric = pl.Series("metric", names or [""], pl.String).gather(codes[rows])
@@ -339,10 +342,18 @@ def _parse_value(buf: np.ndarray, start: int, end: int) -> Any:
         return None
 
 
+def _count_skipped(plugin: np.ndarray, tensor: np.ndarray, kinds: list[str],
+                   out: EventFile) -> None:
+    """Count the tensors of plugins other than scalars, text and hparams, by plugin."""
+    counts = np.bincount(plugin[tensor], minlength=len(kinds))
+    for index, count in enumerate(counts.tolist()):
+        if count and kinds[index] not in ("text", "hparams"):
+            out.skipped[kinds[index] or "unlabelled tensors"] += count
+
+
 def _other_values(buf: np.ndarray, values: _Values, rows: np.ndarray, plugins: list[str],
                   tags: list[str], out: EventFile) -> None:
-    """Texts and hparams through protobuf; other plugins' tensors counted as skipped."""
-    tensor = values.walk.fields[8].has(2)
+    """Texts and hparams, through the protobuf classes (a few rows per run)."""
     for row, plugin, tag in zip(rows.tolist(), plugins, tags):
         start, end = int(values.start[row]), int(values.end[row])
         if plugin == "text":
@@ -350,10 +361,8 @@ def _other_values(buf: np.ndarray, values: _Values, rows: np.ndarray, plugins: l
             if text is not None:
                 out.texts[tag] = text
             out.text_rows[tag] += 1
-        elif plugin == "hparams":
+        else:
             out.hparams.update(_hparams(buf, start, end))
-        elif tensor[row]:
-            out.skipped[plugin or "unlabelled tensors"] += 1
 
 
 def _text(buf: np.ndarray, start: int, end: int) -> str | None:

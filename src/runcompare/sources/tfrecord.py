@@ -21,7 +21,9 @@ copy must give zero. A single damaged block always breaks the total; only when i
 are the records split in halves to find which ones are bad. A record whose data CRC fails is
 skipped; one whose length CRC fails ends the chain, and the reader looks for the next valid
 header (garbage in the middle of a file). A last record cut short is normal for a run that is
-still writing or was killed: reading stops there and a finding says so.
+still writing or was killed: reading stops there and a finding says so. Without the
+``google_crc32c`` wheel, every record's CRCs are computed with numpy instead (same results,
+slower).
 """
 
 from __future__ import annotations
@@ -30,15 +32,15 @@ import struct
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-import google_crc32c
 import numpy as np
+
+from . import crc32c
 
 __all__ = ["Damage", "Frames", "frame", "masked_crc32c"]
 
 HEADER = 12
 FOOTER = 4
-_MASK_DELTA = 0xA282EAD8
-_U32 = 0xFFFFFFFF
+_U32 = crc32c.U32
 #: Records predicted per speculative step (bounds the memory of one step).
 _SPECULATE = 1 << 18
 #: Bytes scanned per step when looking for a valid header after garbage.
@@ -72,8 +74,7 @@ def masked_crc32c(data: bytes) -> int:
     >>> hex(masked_crc32c(b"123456789"))
     '0xc78ab0e5'
     """
-    crc = google_crc32c.value(bytes(data))
-    return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & _U32
+    return crc32c.masked_crc32c(data)
 
 
 def frame(buf: np.ndarray) -> Frames:
@@ -248,6 +249,8 @@ def _verify(buf: np.ndarray, heads: np.ndarray, lens: np.ndarray
     there on), their lengths, a mask of those whose data CRC holds, and the offset of that
     first bad header (None if there is none).
     """
+    if not crc32c.fast():
+        return _verify_spans(buf, heads, lens)
     good = np.ones(heads.size, bool)
     stack = [(lo, min(lo + _SPECULATE, heads.size))  # checked in order, a bounded slice at a time
              for lo in range(0, heads.size, _SPECULATE)][::-1]
@@ -265,6 +268,19 @@ def _verify(buf: np.ndarray, heads: np.ndarray, lens: np.ndarray
     return heads, lens, good, None
 
 
+def _verify_spans(buf: np.ndarray, heads: np.ndarray, lens: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int | None]:
+    """:func:`_verify` without the C CRC: every record's two CRCs computed with numpy."""
+    head_ok = crc32c.masked_rows(_u64(buf, heads).view(np.uint8).reshape(-1, 8)) == _u32(
+        buf, heads + 8)
+    data = crc32c.span_crcs(buf, heads + HEADER, lens)
+    good = crc32c.mask_array(data) == _u32(buf, heads + HEADER + lens)
+    if head_ok.all():
+        return heads, lens, good, None
+    first = int(np.argmin(head_ok))
+    return heads[:first], lens[:first], good[:first], int(heads[first])
+
+
 def _header_ok(buf: np.ndarray, at: int) -> bool:
     stored = int.from_bytes(buf[at + 8:at + HEADER].tobytes(), "little")
     return masked_crc32c(buf[at:at + 8].tobytes()) == stored
@@ -277,7 +293,7 @@ def _chain_crc(buf: np.ndarray, heads: np.ndarray, lens: np.ndarray) -> int:
     """
     fields = np.column_stack((heads + 8, heads + HEADER + lens)).ravel()
     zeros = np.column_stack((np.full(heads.size, _zeros_crc(8), np.uint32), _zeros_crcs(lens)))
-    values = (_unmask(_u32(buf, fields)) ^ zeros.ravel()).astype("<u4").view(np.uint8).reshape(-1, 4)
+    values = (crc32c.unmask(_u32(buf, fields)) ^ zeros.ravel()).astype("<u4").view(np.uint8).reshape(-1, 4)
     state = _U32  # google_crc32c's running value for a zero register
     begin, last = int(heads[0]), int(heads[-1] + lens[-1] + HEADER + FOOTER)
     while begin < last:
@@ -289,20 +305,15 @@ def _chain_crc(buf: np.ndarray, heads: np.ndarray, lens: np.ndarray) -> int:
         lo, hi = np.searchsorted(fields, [begin, stop])
         windows = np.lib.stride_tricks.as_strided(piece, (piece.size - 3, 4), (1, 1))
         windows[fields[lo:hi] - begin] = values[lo:hi]
-        state = google_crc32c.extend(state, piece.tobytes())
+        state = crc32c.google_crc32c.extend(state, piece.tobytes())
         begin = stop
     return state ^ _U32
-
-
-def _unmask(masked: np.ndarray) -> np.ndarray:
-    rot = masked.astype(np.uint32) - np.uint32(_MASK_DELTA)  # wraps modulo 2**32
-    return (rot << np.uint32(15)) | (rot >> np.uint32(17))
 
 
 @lru_cache(maxsize=4096)
 def _zeros_crc(length: int) -> int:
     """CRC-32C of ``length`` zero bytes: what separates a standard CRC from crc0."""
-    return google_crc32c.value(bytes(length))
+    return crc32c.value(bytes(length))
 
 
 def _zeros_crcs(lens: np.ndarray) -> np.ndarray:
@@ -329,33 +340,8 @@ def _resync(buf: np.ndarray, pos: int) -> int | None:
         at = at[(length > 0) & (length < _MAX_RECORD)]  # events are never empty
         if at.size:
             rows = _u64(buf, at).view(np.uint8).reshape(-1, 8)
-            hit = np.flatnonzero(_masked_rows(rows) == _u32(buf, at + 8))
+            hit = np.flatnonzero(crc32c.masked_rows(rows) == _u32(buf, at + 8))
             if hit.size:
                 return int(at[hit[0]])
         pos = stop
     return None
-
-
-@lru_cache(maxsize=1)
-def _table() -> np.ndarray:
-    poly = 0x82F63B78  # CRC-32C, reflected
-    table = np.arange(256, dtype=np.uint32)
-    for _ in range(8):
-        table = np.where(table & 1, (table >> 1) ^ poly, table >> 1).astype(np.uint32)
-    return table
-
-
-def _masked_rows(rows: np.ndarray) -> np.ndarray:
-    """Masked CRC-32C of each row of a (records × bytes) uint8 matrix, vectorised.
-
-    >>> int(_masked_rows(np.frombuffer(b"123456789", np.uint8)[None, :])[0]) == masked_crc32c(
-    ...     b"123456789")
-    True
-    """
-    table = _table()
-    crc = np.full(rows.shape[0], _U32, np.uint32)
-    for column in range(rows.shape[1]):
-        crc = table[(crc ^ rows[:, column]) & 0xFF] ^ (crc >> 8)
-    crc ^= np.uint32(_U32)
-    crc64 = crc.astype(np.uint64)
-    return ((((crc64 >> 15) | (crc64 << 17)) + _MASK_DELTA) & _U32).astype(np.uint32)
