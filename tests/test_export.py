@@ -49,14 +49,16 @@ def renamed(run: rc.Run, name: str) -> rc.Run:
 
 
 def with_special_values(run: rc.Run) -> rc.Run:
-    """A real run whose first points hold NaN, ±inf, a null epoch and awkward floats."""
+    """A real run whose first points hold NaN, ±inf, a null epoch and wall time, and awkward
+    floats."""
     row = pl.int_range(pl.len())
     special = {0: float("nan"), 1: float("inf"), 2: float("-inf"), 3: 0.1 + 0.2, 4: 5e-324}
     value = pl.col("value")
     for index, number in special.items():
         value = pl.when(row == index).then(number).otherwise(value)
     scalars = run.scalars.with_columns(
-        value=value, epoch=pl.when(row == 5).then(None).otherwise(pl.col("epoch")))
+        value=value, epoch=pl.when(row == 5).then(None).otherwise(pl.col("epoch")),
+        wall_time=pl.when(row == 0).then(None).otherwise(pl.col("wall_time")))
     return dataclasses.replace(run, scalars=scalars)
 
 

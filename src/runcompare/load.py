@@ -7,6 +7,8 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+
 from .axes import axis_sources, normalize
 from .cache import read_cached
 from .errors import InputError, NoLogsFoundError, UsageError
@@ -143,7 +145,7 @@ def _build(path: Path, name: str, user: Mapping[str, Fact[Any]], raws: list[RawL
     batch, derived = resolve_batch(facts, run=name)
     kept, dropped = resolve_legs(chosen.scalars, policy=duplicates, starts=chosen.leg_starts,
                                  run=name)
-    chosen.scalars = kept
+    chosen.scalars = _borrow_wall_times(kept, raws)
     scalars = normalize(chosen, batch, run=name)
     if len(raws) > 1:
         findings.append(Finding("info", "sources-merged",
@@ -156,6 +158,22 @@ def _build(path: Path, name: str, user: Mapping[str, Fact[Any]], raws: list[RawL
                step_unit=chosen.step_unit, batch=batch, scalars=scalars, facts=facts,
                findings=findings, aliases=chosen.aliases,
                axis_sources=axis_sources(chosen, batch))
+
+
+def _borrow_wall_times(points: pl.DataFrame, raws: list[RawLog]) -> pl.DataFrame:
+    """Wall times for points logged without one (trainer_state.json), from another source of
+    the same run that logged the same metric at the same step (TensorBoard, W&B)."""
+    if points.get_column("wall_time").null_count() < points.height:
+        return points
+    timed = [raw.scalars for raw in raws if raw.scalars.get_column("wall_time").null_count()
+             < raw.scalars.height]
+    if not timed:
+        return points
+    clock = (pl.concat([t.select("metric", "step", "wall_time") for t in timed])
+             .drop_nulls().group_by("metric", "step").agg(pl.col("wall_time").max()))
+    return (points.drop("wall_time").join(clock, on=["metric", "step"], how="left",
+                                          maintain_order="left")
+            .select(points.columns))
 
 
 def _read_all(modules: Mapping[str, Source], path: Path, cache: bool,

@@ -98,17 +98,13 @@ def summarize(runs: Sequence[Run], *, x: str, metrics: Sequence[str],
 def throughput(runs: Sequence[Run]) -> pl.DataFrame:
     """Per run: samples/s, tokens/s, tokens/s per device and mean MFU, where the logs allow.
 
-    Rates come from the logged wall clock (samples or tokens reached ÷ elapsed seconds), else
-    from the Trainer's final ``train_samples_per_second``.
+    Rates come from the logged wall clock (samples or tokens between the first and the last
+    timed point ÷ the seconds between them), else from the Trainer's final
+    ``train_samples_per_second``.
     """
     rows = []
     for run in runs:
-        elapsed = run.scalars.get_column("elapsed").max()
-        samples_rate = tokens_rate = None
-        if elapsed:
-            samples, tokens = run.total("samples"), run.total("tokens")
-            samples_rate = samples / elapsed if samples else None
-            tokens_rate = tokens / elapsed if tokens else None
+        samples_rate, tokens_rate = _rate(run, "samples"), _rate(run, "tokens")
         logged = run.facts.get("train_samples_per_second")
         if samples_rate is None and logged is not None:
             samples_rate = float(logged.value)
@@ -124,6 +120,17 @@ def throughput(runs: Sequence[Run]) -> pl.DataFrame:
     return pl.DataFrame(rows, orient="row", schema={
         "run": pl.String, "samples_per_s": pl.Float64, "tokens_per_s": pl.Float64,
         "tokens_per_s_per_device": pl.Float64, "mfu": pl.Float64})
+
+
+def _rate(run: Run, axis: str) -> float | None:
+    """Units of ``axis`` per second between the first and the last point with both known."""
+    timed = run.scalars.filter(pl.col("elapsed").is_not_null(), pl.col(axis).is_not_null())
+    if timed.height < 2:
+        return None
+    ends = timed.select(pl.col(axis).min().alias("a0"), pl.col(axis).max().alias("a1"),
+                        pl.col("elapsed").min().alias("t0"), pl.col("elapsed").max().alias("t1"))
+    a0, a1, t0, t1 = ends.row(0)
+    return (a1 - a0) / (t1 - t0) if t1 > t0 and a1 > a0 else None
 
 
 def _series(run: Run, metric: str,
