@@ -125,3 +125,14 @@ def test_terminal_output_fits_100_columns_without_colour(cli):
     assert "\x1b[" not in result.stdout
     assert max(len(line) for line in result.stdout.splitlines()) <= 100
     assert "hf_global32" in result.stdout and "32" in result.stdout
+
+
+def test_config_file_supplies_facts_to_every_run(cli):
+    # an Axolotl config: micro_batch_size 2, gradient_accumulation_steps 8, sequence_len 64
+    config = DATA / "axolotl" / "axolotl.yml"
+    out = cli.json("inspect", DATA / "hf_global32", "--config", config)
+    assert out["batch"]["seq_len"] == {"value": 64, "source": "axolotl.yml: sequence_len"}
+    assert out["batch"]["per_device_batch"]["source"] == "axolotl.yml: micro_batch_size"
+    # the run's own config says micro-batch 4: the disagreement is reported, not hidden
+    conflicts = [f["message"] for f in out["findings"] if f["code"] == "fact-conflict"]
+    assert any(m.startswith("per_device_batch is 2 (axolotl.yml") for m in conflicts)

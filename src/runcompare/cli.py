@@ -60,6 +60,8 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tab
 Duplicates = Annotated[str, typer.Option(
     "--duplicates", help="Steps a restarted leg logged again: keep-last, keep-first or all.")]
 NoCache = Annotated[bool, typer.Option("--no-cache", help="Reread every file.")]
+ConfigOpt = Annotated[Path | None, typer.Option(
+    "--config", help="A training config (e.g. Axolotl YAML) whose facts apply to every run.")]
 
 
 def _console() -> Console:
@@ -126,11 +128,12 @@ def compare(
     source: SourceOpt = None,
     duplicates: Duplicates = "keep-last",
     no_cache: NoCache = False,
+    config: ConfigOpt = None,
 ) -> None:
     """Compare runs: batch hierarchy, summary of the main metric, findings, HTML report."""
     with _reading() as progress:
         loaded = load_many(runs, source=source, settings=settings or (), duplicates=duplicates,
-                           cache=not no_cache, progress=progress)
+                           cache=not no_cache, progress=progress, config=config)
     comparison = compare_runs(loaded, x=x, metrics=metric or None, smooth=smooth, target=target,
                               groups=parse_groups(group or (), loaded) or None)
     report_path = output or default_report_path(comparison.runs)
@@ -153,11 +156,12 @@ def inspect(
     source: SourceOpt = None,
     duplicates: Duplicates = "keep-last",
     no_cache: NoCache = False,
+    config: ConfigOpt = None,
 ) -> None:
     """What was found in a run (each run, for a folder of several): sources, batch hierarchy
     with the source of every number, metrics, findings."""
     loaded = load_many([run], source=source, settings=settings or (), duplicates=duplicates,
-                       cache=not no_cache)
+                       cache=not no_cache, config=config)
     if as_json:
         objects = [r.to_json() for r in loaded]
         typer.echo(json.dumps(objects[0] if len(objects) == 1 else objects, indent=2))
@@ -215,11 +219,12 @@ def export(
     source: SourceOpt = None,
     duplicates: Duplicates = "keep-last",
     no_cache: NoCache = False,
+    config: ConfigOpt = None,
 ) -> None:
     """Write every point of the runs as a parquet dataset, CSV, JSON lines or TensorBoard events."""
     with _reading() as progress:
         loaded = load_many(runs, source=source, settings=settings or (), duplicates=duplicates,
-                           cache=not no_cache, progress=progress)
+                           cache=not no_cache, progress=progress, config=config)
     done = export_runs(loaded, output, format=fmt, x=x, force=force)
     typer.echo(f"wrote {done.points:,} points of {done.runs} run(s) as {done.format} to "
                f"{done.path} ({len(done.files)} file(s))")

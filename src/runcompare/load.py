@@ -15,7 +15,7 @@ from .errors import InputError, NoLogsFoundError, UsageError
 from .legs import resolve_legs
 from .model import Fact, Finding, RawLog, Run
 from .resolve import merge_facts, parse_settings, read_sidecar, resolve_batch, user_fact
-from .sources import REGISTRY, Source, detect
+from .sources import REGISTRY, Source, axolotl, detect
 
 __all__ = ["expand", "load", "load_many"]
 
@@ -42,16 +42,18 @@ def load(path: str | Path, *, name: str | None = None, source: str | None = None
 def load_many(paths: Iterable[str | Path], *, source: str | None = None,
               settings: Iterable[str] = (), duplicates: str = "keep-last", cache: bool = True,
               progress: Callable[[int, int, str], None] | None = None,
-              **facts: Any) -> list[Run]:
+              config: str | Path | None = None, **facts: Any) -> list[Run]:
     """Read the runs under ``paths`` (a folder of several runs gives one run per subfolder).
 
     ``settings`` are ``--set`` strings (``KEY=VALUE`` for every run, ``RUN:KEY=VALUE`` for the
-    run named RUN); ``facts`` apply to every run; ``progress(done, total, name)`` is called
-    before each run is read.
+    run named RUN); ``facts`` apply to every run; ``config`` is a training config (an Axolotl
+    YAML, ``--config FILE``) whose facts apply to every run, above what the logs say;
+    ``progress(done, total, name)`` is called before each run is read.
     """
     per_run = parse_settings(settings)
     common = {key: user_fact(key, value, source="load_many()") for key, value in facts.items()}
     common.update(per_run.pop(None, {}))
+    stated = axolotl.config_facts(Path(config)) if config is not None else {}
     roots = [root for path in paths for root in expand(Path(path), source=source)]
     staged = []
     for done, (root, name, from_source) in enumerate(roots):
@@ -67,7 +69,7 @@ def load_many(paths: Iterable[str | Path], *, source: str | None = None,
     if unknown:
         raise UsageError(f"--set names no run called {', '.join(sorted(unknown))}; the runs "
                          f"are {', '.join(names)}")
-    return [_build(root, name, user, raws, findings, duplicates)
+    return [_build(root, name, user, raws, findings, duplicates, stated)
             for (root, _, user, raws, findings), name in zip(staged, names)]
 
 
@@ -138,10 +140,11 @@ def _hints(path: Path, user: Mapping[str, Fact[Any]]) -> dict[str, object]:
 
 
 def _build(path: Path, name: str, user: Mapping[str, Fact[Any]], raws: list[RawLog],
-           findings: list[Finding], duplicates: str) -> Run:
+           findings: list[Finding], duplicates: str,
+           stated: Mapping[str, Fact[Any]] | None = None) -> Run:
     chosen = _chosen(raws)
-    facts, conflicts = merge_facts(user, *_sidecar(path, name), *(raw.facts for raw in raws),
-                                   run=name)
+    facts, conflicts = merge_facts(user, stated or {}, *_sidecar(path, name),
+                                   *(raw.facts for raw in raws), run=name)
     batch, derived = resolve_batch(facts, run=name)
     kept, dropped = resolve_legs(chosen.scalars, policy=duplicates, starts=chosen.leg_starts,
                                  run=name)
