@@ -22,6 +22,7 @@ from .batch import plan_batch
 from .errors import RuncompareError
 from .export import export as export_runs
 from .load import load_many
+from .model import Run
 from .report import (
     default_report_path,
     print_comparison,
@@ -67,6 +68,14 @@ ConfigOpt = Annotated[Path | None, typer.Option(
 def _console() -> Console:
     """Tables on stdout: 100 columns and no colour when it is not a terminal."""
     return Console(highlight=False, width=100 if not sys.stdout.isatty() else None)
+
+
+def _load(paths: list[Path], source: str | None, settings: list[str] | None,
+          duplicates: str, no_cache: bool, config: Path | None) -> list[Run]:
+    """The runs the shared reading options describe, with a progress bar on a terminal."""
+    with _reading() as progress:
+        return load_many(paths, source=source, settings=settings or (), duplicates=duplicates,
+                         cache=not no_cache, progress=progress, config=config)
 
 
 @contextlib.contextmanager
@@ -131,9 +140,7 @@ def compare(
     config: ConfigOpt = None,
 ) -> None:
     """Compare runs: batch hierarchy, summary of the main metric, findings, HTML report."""
-    with _reading() as progress:
-        loaded = load_many(runs, source=source, settings=settings or (), duplicates=duplicates,
-                           cache=not no_cache, progress=progress, config=config)
+    loaded = _load(runs, source, settings, duplicates, no_cache, config)
     comparison = compare_runs(loaded, x=x, metrics=metric or None, smooth=smooth, target=target,
                               groups=parse_groups(group or (), loaded) or None)
     report_path = output or default_report_path(comparison.runs)
@@ -160,8 +167,7 @@ def inspect(
 ) -> None:
     """What was found in a run (each run, for a folder of several): sources, batch hierarchy
     with the source of every number, metrics, findings."""
-    loaded = load_many([run], source=source, settings=settings or (), duplicates=duplicates,
-                       cache=not no_cache, config=config)
+    loaded = _load([run], source, settings, duplicates, no_cache, config)
     if as_json:
         objects = [r.to_json() for r in loaded]
         typer.echo(json.dumps(objects[0] if len(objects) == 1 else objects, indent=2))
@@ -222,9 +228,7 @@ def export(
     config: ConfigOpt = None,
 ) -> None:
     """Write every point of the runs as a parquet dataset, CSV, JSON lines or TensorBoard events."""
-    with _reading() as progress:
-        loaded = load_many(runs, source=source, settings=settings or (), duplicates=duplicates,
-                           cache=not no_cache, progress=progress, config=config)
+    loaded = _load(runs, source, settings, duplicates, no_cache, config)
     done = export_runs(loaded, output, format=fmt, x=x, force=force)
     typer.echo(f"wrote {done.points:,} points of {done.runs} run(s) as {done.format} to "
                f"{done.path} ({len(done.files)} file(s))")
