@@ -51,11 +51,12 @@ def normalize(raw: RawLog, batch: BatchConfig, *, run: str) -> pl.DataFrame:
         elapsed=_elapsed(points),
         run=pl.lit(run),
     )
-    # sort on each metric's rank among the (few) metric names: no string comparisons per row
+    # by metric (its rank among the few names: no string comparisons per row), then step; a
+    # stable sort keeps the source's time order among points logged at the same step
     order = {name: i for i, name in enumerate(sorted(points.get_column("metric").unique()))}
     key = pl.col("metric").replace_strict(order, return_dtype=pl.UInt32)
     return (points.select([pl.col(c).cast(t) for c, t in SCALAR_SCHEMA.items()])
-            .sort(key, "step", "wall_time", maintain_order=True, nulls_last=True))
+            .sort(key, "step", maintain_order=True))
 
 
 def _optimizer_step(raw: RawLog, batch: BatchConfig, run: str) -> pl.Expr:
