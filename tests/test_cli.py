@@ -136,3 +136,13 @@ def test_config_file_supplies_facts_to_every_run(cli):
     # the run's own config says micro-batch 4: the disagreement is reported, not hidden
     conflicts = [f["message"] for f in out["findings"] if f["code"] == "fact-conflict"]
     assert any(m.startswith("per_device_batch is 2 (axolotl.yml") for m in conflicts)
+
+
+def test_pattern_reads_a_log_no_source_knows(cli):
+    folder = DATA / "text" / "pattern"
+    _fails(cli("inspect", folder), 1, "no training logs found")
+    pattern = (r"(?P<wall_time>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) ep \d+ it (?P<step>\d+) "
+               r"train_loss (?P<loss>\S+) acc (?P<acc>\S+)")
+    out = cli.json("inspect", folder, "--pattern", pattern)
+    assert out["format"] == "text" and out["steps"]["optimizer"] == 100
+    assert {"train/loss", "train/acc"} <= set(out["metrics"])

@@ -2,8 +2,9 @@
 wall time and elapsed time.
 
 Logged counters win over the schedule: ``train/num_input_tokens_seen`` gives tokens and
-``train/consumed_samples`` samples at the steps where they were logged; elsewhere samples and
-tokens come from the (possibly ramped) global batch. Never ``step × final batch`` on a ramp.
+``train/consumed_samples`` samples (and, × sequence length, tokens) at the steps where they
+were logged; elsewhere samples and tokens come from the (possibly ramped) global batch. Never
+``step × final batch`` on a ramp.
 """
 
 from __future__ import annotations
@@ -22,8 +23,11 @@ def axis_sources(raw: RawLog, batch: BatchConfig) -> dict[str, str]:
     out = {}
     for column, per_step in (("samples", batch.global_batch), ("tokens", batch.tokens_per_step)):
         counter = next(m for m, c in AXIS_METRICS.items() if c == column)
+        samples = "train/consumed_samples"
         if counter in logged:
             out[column] = f"logged counter {raw.aliases.get(counter, counter)}"
+        elif column == "tokens" and samples in logged and batch.seq_len.value is not None:
+            out[column] = f"logged counter {raw.aliases.get(samples, samples)} × seq_len"
         elif per_step.value is not None:
             per = "global_batch" if column == "samples" else "tokens_per_step"
             out[column] = f"schedule: step × {per}"
@@ -47,7 +51,8 @@ def normalize(raw: RawLog, batch: BatchConfig, *, run: str) -> pl.DataFrame:
     points = points.with_columns(
         micro_step=None if accum is None else pl.col("step") * accum,
         samples=pl.coalesce(pl.col("samples").round().cast(pl.Int64), samples_at),
-        tokens=pl.coalesce(pl.col("tokens").round().cast(pl.Int64), tokens_at),
+        tokens=pl.coalesce(pl.col("tokens").round().cast(pl.Int64),
+                           _tokens_from_samples(batch), tokens_at),
         elapsed=_elapsed(points),
         run=pl.lit(run),
     )
@@ -57,6 +62,14 @@ def normalize(raw: RawLog, batch: BatchConfig, *, run: str) -> pl.DataFrame:
     key = pl.col("metric").replace_strict(order, return_dtype=pl.UInt32)
     return (points.select([pl.col(c).cast(t) for c, t in SCALAR_SCHEMA.items()])
             .sort(key, "step", maintain_order=True))
+
+
+def _tokens_from_samples(batch: BatchConfig) -> pl.Expr:
+    """Tokens from a logged samples counter × sequence length: exact through a batch ramp."""
+    seq_len = batch.seq_len.value
+    if seq_len is None:
+        return pl.lit(None, pl.Int64)
+    return (pl.col("samples").round() * seq_len).cast(pl.Int64)
 
 
 def _optimizer_step(raw: RawLog, batch: BatchConfig, run: str) -> pl.Expr:

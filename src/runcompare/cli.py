@@ -61,6 +61,9 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tab
 Duplicates = Annotated[str, typer.Option(
     "--duplicates", help="Steps a restarted leg logged again: keep-last, keep-first or all.")]
 NoCache = Annotated[bool, typer.Option("--no-cache", help="Reread every file.")]
+PatternOpt = Annotated[str | None, typer.Option(
+    "--pattern", help="A regular expression with named groups (step or iter, and one per "
+    "metric) for text logs no other source reads; implies --source text.")]
 ConfigOpt = Annotated[Path | None, typer.Option(
     "--config", help="A training config (e.g. Axolotl YAML) whose facts apply to every run.")]
 
@@ -71,11 +74,13 @@ def _console() -> Console:
 
 
 def _load(paths: list[Path], source: str | None, settings: list[str] | None,
-          duplicates: str, no_cache: bool, config: Path | None) -> list[Run]:
+          duplicates: str, no_cache: bool, config: Path | None,
+          pattern: str | None) -> list[Run]:
     """The runs the shared reading options describe, with a progress bar on a terminal."""
     with _reading() as progress:
         return load_many(paths, source=source, settings=settings or (), duplicates=duplicates,
-                         cache=not no_cache, progress=progress, config=config)
+                         cache=not no_cache, progress=progress, config=config,
+                         pattern=pattern)
 
 
 @contextlib.contextmanager
@@ -138,9 +143,10 @@ def compare(
     duplicates: Duplicates = "keep-last",
     no_cache: NoCache = False,
     config: ConfigOpt = None,
+    pattern: PatternOpt = None,
 ) -> None:
     """Compare runs: batch hierarchy, summary of the main metric, findings, HTML report."""
-    loaded = _load(runs, source, settings, duplicates, no_cache, config)
+    loaded = _load(runs, source, settings, duplicates, no_cache, config, pattern)
     comparison = compare_runs(loaded, x=x, metrics=metric or None, smooth=smooth, target=target,
                               groups=parse_groups(group or (), loaded) or None)
     report_path = output or default_report_path(comparison.runs)
@@ -164,10 +170,11 @@ def inspect(
     duplicates: Duplicates = "keep-last",
     no_cache: NoCache = False,
     config: ConfigOpt = None,
+    pattern: PatternOpt = None,
 ) -> None:
     """What was found in a run (each run, for a folder of several): sources, batch hierarchy
     with the source of every number, metrics, findings."""
-    loaded = _load([run], source, settings, duplicates, no_cache, config)
+    loaded = _load([run], source, settings, duplicates, no_cache, config, pattern)
     if as_json:
         objects = [r.to_json() for r in loaded]
         typer.echo(json.dumps(objects[0] if len(objects) == 1 else objects, indent=2))
@@ -226,9 +233,10 @@ def export(
     duplicates: Duplicates = "keep-last",
     no_cache: NoCache = False,
     config: ConfigOpt = None,
+    pattern: PatternOpt = None,
 ) -> None:
     """Write every point of the runs as a parquet dataset, CSV, JSON lines or TensorBoard events."""
-    loaded = _load(runs, source, settings, duplicates, no_cache, config)
+    loaded = _load(runs, source, settings, duplicates, no_cache, config, pattern)
     done = export_runs(loaded, output, format=fmt, x=x, force=force)
     typer.echo(f"wrote {done.points:,} points of {done.runs} run(s) as {done.format} to "
                f"{done.path} ({len(done.files)} file(s))")

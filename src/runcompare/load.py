@@ -11,7 +11,7 @@ import polars as pl
 
 from .axes import axis_sources, normalize
 from .cache import read_cached
-from .errors import InputError, NoLogsFoundError, UsageError
+from .errors import InputError, MissingInfoError, NoLogsFoundError, RuncompareError, UsageError
 from .legs import resolve_legs
 from .model import Fact, Finding, RawLog, Run
 from .resolve import merge_facts, parse_settings, read_sidecar, resolve_batch, user_fact
@@ -42,25 +42,33 @@ def load(path: str | Path, *, name: str | None = None, source: str | None = None
 def load_many(paths: Iterable[str | Path], *, source: str | None = None,
               settings: Iterable[str] = (), duplicates: str = "keep-last", cache: bool = True,
               progress: Callable[[int, int, str], None] | None = None,
-              config: str | Path | None = None, **facts: Any) -> list[Run]:
+              config: str | Path | None = None, pattern: str | None = None,
+              **facts: Any) -> list[Run]:
     """Read the runs under ``paths`` (a folder of several runs gives one run per subfolder).
 
     ``settings`` are ``--set`` strings (``KEY=VALUE`` for every run, ``RUN:KEY=VALUE`` for the
     run named RUN); ``facts`` apply to every run; ``config`` is a training config (an Axolotl
     YAML, ``--config FILE``) whose facts apply to every run, above what the logs say;
+    ``pattern`` is a regular expression with named groups (a ``step`` or ``iter`` group) that
+    reads plain-text logs no other source knows (``--pattern``; implies ``source="text"``);
     ``progress(done, total, name)`` is called before each run is read.
     """
+    if pattern is not None and source not in (None, "text"):
+        raise UsageError(f"--pattern reads with the text source, not {source!r}")
     per_run = parse_settings(settings)
     common = {key: user_fact(key, value, source="load_many()") for key, value in facts.items()}
     common.update(per_run.pop(None, {}))
     stated = axolotl.config_facts(Path(config)) if config is not None else {}
-    roots = [root for path in paths for root in expand(Path(path), source=source)]
+    roots = [root for path in paths for root in (
+        expand(Path(path), source=source) if pattern is None else [_given(Path(path))])]
     staged = []
     for done, (root, name, from_source) in enumerate(roots):
         if progress is not None:
             progress(done, len(roots), name)
         user = {**common, **per_run.get(name, {})}
-        raws, findings = _read_all(detect(root, source=source), root, cache, _hints(root, user))
+        hints = {**_hints(root, user), **({"pattern": pattern} if pattern else {})}
+        modules = detect(root, source=source) if pattern is None else {"text": REGISTRY["text"]}
+        raws, findings = _read_all(modules, root, cache, hints)
         named = (user.get("name") or Fact(None, "")).value or (
             _chosen(raws).name if from_source else None) or name
         staged.append((root, named, user, raws, findings))
@@ -81,12 +89,20 @@ def expand(path: Path, *, source: str | None = None) -> list[tuple[Path, str, bo
     subfolder per run, a ``wandb/`` folder) splits it, each run named by its source (a W&B
     display name) or else after its subfolder.
     """
-    modules = [m for m in detect(path, source=source).values() if not _facts_only(m)]
+    modules = [m for m in detect(path, source=source).values()
+               if not getattr(m, "FACTS_ONLY", False)]
     splits = [module.expand(path) for module in modules if hasattr(module, "expand")]
     if len(splits) < len(modules) or not splits or max(map(len, splits)) < 2:
         return [(path, _folder_name(path), False)]
     roots = max(splits, key=len)
     return [(root, _relative_name(root, path), True) for root in roots]
+
+
+def _given(path: Path) -> tuple[Path, str, bool]:
+    """A path taken as one run as it is (``--pattern``: the text source reads what is there)."""
+    if not path.exists():
+        raise InputError(f"{path}: no such file or directory")
+    return path, _folder_name(path), False
 
 
 def _relative_name(root: Path, base: Path) -> str:
@@ -111,17 +127,19 @@ def _folder_name(path: Path) -> str:
 
 
 def _chosen(raws: list[RawLog]) -> RawLog:
-    """The source whose points a run shows: the most points, the preferred one on a tie;
-    never a facts-only source (a config file beside the logs)."""
-    with_points = [raw for raw in raws if not _facts_only(REGISTRY.get(raw.source))]
+    """The source whose points a run shows: a structured log before printed text (whose values
+    are rounded), then the most points, then the preferred source; never a facts-only source
+    (a config file beside the logs)."""
+    with_points = [raw for raw in raws if not _flag(raw.source, "FACTS_ONLY")]
     if not with_points:
         raise NoLogsFoundError(f"{raws[0].path}: only a configuration ({raws[0].source}) was "
                                "found, no logged points; point runcompare at the run's logs")
-    return max(with_points, key=lambda raw: raw.points)
+    return max(with_points, key=lambda raw: (not _flag(raw.source, "PRINTED") and raw.points > 0,
+                                             raw.points))
 
 
-def _facts_only(module: object) -> bool:
-    return bool(getattr(module, "FACTS_ONLY", False))
+def _flag(source: str, name: str) -> bool:
+    return bool(getattr(REGISTRY.get(source), name, False))
 
 
 def _sidecar(path: Path, name: str) -> list[dict[str, Fact[Any]]]:
@@ -183,11 +201,11 @@ def _read_all(modules: Mapping[str, Source], path: Path, cache: bool,
               hints: Mapping[str, object]) -> tuple[list[RawLog], list[Finding]]:
     """Every source's reading of ``path``; a source that fails is reported while another reads."""
     raws: list[RawLog] = []
-    failures: list[InputError] = []
+    failures: list[RuncompareError] = []
     for name, module in modules.items():
         try:
             raws.append(read_cached(name, module, path, enabled=cache, hints=hints))
-        except InputError as exc:
+        except (InputError, MissingInfoError) as exc:  # another source may read the run
             failures.append(exc)
     if not raws:
         raise failures[0]

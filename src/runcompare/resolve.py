@@ -70,9 +70,10 @@ def _conflict(name: str, kept: Fact[Any], dropped: Fact[Any], run: str | None) -
 def infer_global_batch(facts: Mapping[str, Fact[Any]]) -> Fact[int] | None:
     """Global batch ≈ train_samples_per_second ÷ train_steps_per_second, when trustworthy.
 
-    Both rates cover the same session, so the ratio survives a resume. They are rounded to 3
-    decimals, so the ratio is accepted only within that rounding of a multiple of the
-    per-device batch (of a whole number when that is unknown).
+    Both rates cover the same session, so the ratio survives a resume. They are rounded (3
+    decimals in trainer_state.json, 4 significant digits on stdout), so the ratio is accepted
+    only within that rounding of a multiple of the per-device batch (of a whole number when
+    that is unknown).
 
     >>> r = {"train_samples_per_second": Fact(335.213, "a"),
     ...      "train_steps_per_second": Fact(20.951, "b")}
@@ -88,7 +89,9 @@ def infer_global_batch(facts: Mapping[str, Fact[Any]]) -> Fact[int] | None:
     ratio = samples_rate / steps_rate
     unit = facts.get("per_device_batch", UNKNOWN).value or 1
     multiple = round(ratio / unit) * unit
-    rounding = ratio * (0.0005 / samples_rate + 0.0005 / steps_rate) + 1e-9
+    # trainer_state.json rounds both rates to 3 decimals; Trainer stdout (5.x) prints 4
+    # significant digits, a relative error of up to 0.05% each
+    rounding = ratio * max(0.0005 / samples_rate + 0.0005 / steps_rate, 1e-3) + 1e-9
     if multiple < 1 or abs(ratio - multiple) > max(rounding, 1e-6 * ratio):
         return None
     return Fact(multiple, "inferred: train_samples_per_second ÷ train_steps_per_second "

@@ -21,6 +21,7 @@ from typing import Protocol
 from ..errors import InputError, NoLogsFoundError, UsageError
 from ..model import RawLog
 from . import axolotl, hf_trainer, lightning, mlflow, tensorboard, wandb
+from . import hf_stdout, megatron, nanogpt, text, torchtitan
 
 __all__ = ["REGISTRY", "Source", "detect"]
 
@@ -41,6 +42,11 @@ REGISTRY: dict[str, Source] = {
     "lightning": lightning,
     "mlflow": mlflow,
     "axolotl": axolotl,
+    "hf-stdout": hf_stdout,
+    "megatron": megatron,
+    "nanogpt": nanogpt,
+    "torchtitan": torchtitan,
+    "text": text,
 }
 
 

@@ -4,9 +4,11 @@
 newline; a longer line makes a longer chunk), turns each chunk into a polars frame of ``line``
 (1-based line number) and ``text`` (UTF-8, invalid bytes replaced by U+FFFD) with polars' own
 CSV reader, and hands it to the source's vectorised ``parse`` function, which keeps only the
-rows it needs. Two chunks are parsed at a time in threads (polars releases the GIL), so memory
-holds a few chunks plus the kept rows, whatever the size of the log; nothing loops over lines
-in Python.
+rows it needs (one frame, or frames by name). Two chunks are parsed at a time in threads
+(polars releases the GIL), so memory holds a few chunks plus the kept rows, whatever the size
+of the log; nothing loops over lines in Python. The same module holds the other shared pieces:
+number and timestamp parsing, splitting ``key: value | ...`` fields, leg numbering, the
+unparsed-lines finding and the choice of files (never W&B's own).
 
 The CSV reader is told that the field separator is ``\\x1f`` (ASCII unit separator) and that
 there are no quotes, so a line is one field; the rest of a line after a ``\\x1f`` byte is cut off
@@ -21,7 +23,7 @@ import re
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
@@ -50,15 +52,22 @@ _CSV = {"has_header": False, "separator": "\x1f", "quote_char": None,
 _ANSI = r"\x1b\[[0-9;?]*[A-Za-z]"
 
 
+#: What a source's ``parse`` returns for a chunk: one frame, or frames by name (kept apart so
+#: that rows of one kind do not carry null columns of another).
+Parsed = pl.DataFrame | dict[str, pl.DataFrame]
+
+
 @dataclass
 class Lines:
-    """What :func:`read_lines` kept of a file, and how many lines the file has."""
+    """What :func:`read_lines` kept of a file (``rows``, or ``tables`` by name when ``parse``
+    returns several frames), and how many lines the file has."""
 
     rows: pl.DataFrame
     count: int
     #: Lines holding bytes that are not UTF-8 (read as U+FFFD), and the first of them.
     garbled: int = 0
     first_garbled: int | None = None
+    tables: dict[str, pl.DataFrame] = field(default_factory=dict)
 
     def findings(self, path: Path) -> list[Finding]:
         """An info finding when some lines were not valid UTF-8."""
@@ -71,12 +80,19 @@ class Lines:
 
 
 def head(path: Path, size: int = HEAD_BYTES) -> str:
-    """The first ``size`` bytes of ``path`` as text ("" if it cannot be read)."""
+    """The first ``size`` bytes of ``path`` as text ("" if it cannot be read); when they hold
+    less than two whole lines (a megabyte-long first line), the ``size`` bytes after the
+    first line end within the first ``CHUNK_BYTES`` are added."""
     try:
         with path.open("rb") as handle:
-            return handle.read(size).decode("utf-8", errors="replace")
+            data = handle.read(size)
+            if data.count(b"\n") < 2 and len(data) == size:
+                rest = handle.read(CHUNK_BYTES)
+                end = rest.find(b"\n")
+                data += rest[end:end + size] if end >= 0 else b""
     except OSError:
         return ""
+    return data.decode("utf-8", errors="replace")
 
 
 def log_files(path: Path, claims: Callable[[str], bool]) -> list[Path]:
@@ -102,13 +118,13 @@ def _natural(path: Path) -> list[object]:
 
 def _is_wandb_file(path: Path) -> bool:
     parents = [p.name for p in path.resolve().parents[:3]]
-    return (path.name in _WANDB_DEBUG or any(_WANDB_RUN.match(name) for name in parents)
-            or (path.name == "output.log" and parents[:1] == ["files"]))
+    return path.name in _WANDB_DEBUG or any(_WANDB_RUN.match(name) for name in parents)
 
 
-def read_lines(path: Path, parse: Callable[[pl.DataFrame], pl.DataFrame], *,
-               chunk_bytes: int = CHUNK_BYTES, workers: int = WORKERS) -> Lines:
-    """``parse`` applied to every chunk of ``path``'s lines, the results in file order.
+def read_lines(path: Path, parse: Callable[[pl.DataFrame], Parsed], *,
+               chunk_bytes: int | None = None, workers: int | None = None) -> Lines:
+    """``parse`` applied to every chunk of ``path``'s lines, the results in file order
+    (concatenated per name when ``parse`` returns frames by name).
 
     Each chunk reaches ``parse`` as a frame of ``line`` (Int64, 1-based) and ``text`` (String;
     null for an empty line). Raises :class:`InputError` for an unreadable or empty file.
@@ -118,38 +134,41 @@ def read_lines(path: Path, parse: Callable[[pl.DataFrame], pl.DataFrame], *,
             raise InputError(f"{path}: empty file; nothing was logged to it yet (point "
                              "runcompare at the log of a run that has started)")
         with path.open("rb") as handle:
-            return _parse_chunks(_chunks(handle, chunk_bytes), parse, workers)
+            return _parse_chunks(_chunks(handle, chunk_bytes or CHUNK_BYTES), parse,
+                                 workers or WORKERS)
     except OSError as exc:
         raise InputError(f"{path}: cannot be read ({exc.strerror})") from exc
     except pl.exceptions.PolarsError as exc:
         raise InputError(f"{path}: cannot be parsed as text ({exc})") from exc
 
 
-def _chunks(handle: io.BufferedReader, size: int) -> Iterator[tuple[int, bytes]]:
-    """(number of the first line, bytes of whole lines) pairs covering the file."""
+def _chunks(handle: io.BufferedReader, size: int) -> Iterator[tuple[int, bytes, int]]:
+    """(number of the first line, bytes of whole lines, newlines in them) covering the file."""
     carry, line = b"", 1
     while True:
         data = handle.read(size)
         if not data:
             if carry:
-                yield line, carry
+                yield line, carry, carry.count(b"\n")
             return
-        data = carry + data
+        if carry:
+            data = carry + data
         cut = data.rfind(b"\n") + 1
         if cut == 0:
             carry = data
             continue
-        carry = data[cut:]
-        yield line, data[:cut]
-        line += data.count(b"\n", 0, cut)
+        chunk, carry = (data, b"") if cut == len(data) else (data[:cut], data[cut:])
+        newlines = chunk.count(b"\n")
+        yield line, chunk, newlines
+        line += newlines
 
 
-def _parse_chunks(chunks: Iterator[tuple[int, bytes]],
-                  parse: Callable[[pl.DataFrame], pl.DataFrame], workers: int) -> Lines:
-    results: list[tuple[pl.DataFrame, pl.DataFrame]] = []
+def _parse_chunks(chunks: Iterator[tuple[int, bytes, int]],
+                  parse: Callable[[pl.DataFrame], Parsed], workers: int) -> Lines:
+    results: list[tuple[Parsed, pl.DataFrame]] = []
     count = 0
 
-    def run(first: int, data: bytes) -> tuple[pl.DataFrame, pl.DataFrame]:
+    def run(first: int, data: bytes) -> tuple[Parsed, pl.DataFrame]:
         frame = (pl.read_csv(data, **_CSV)  # type: ignore[call-overload]
                  .with_row_index("line", offset=first)
                  .with_columns(pl.col("line").cast(pl.Int64)))
@@ -157,18 +176,22 @@ def _parse_chunks(chunks: Iterator[tuple[int, bytes]],
         return parse(frame), garbled.select("line").head(1).with_columns(n=garbled.height)
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        pending: deque[Future[tuple[pl.DataFrame, pl.DataFrame]]] = deque()
-        for first, data in chunks:
-            count = first - 1 + data.count(b"\n") + (not data.endswith(b"\n"))
+        pending: deque[Future[tuple[Parsed, pl.DataFrame]]] = deque()
+        for first, data, newlines in chunks:
+            count = first - 1 + newlines + (not data.endswith(b"\n"))
             pending.append(pool.submit(run, first, data))
             if len(pending) > workers:
                 results.append(pending.popleft().result())
         results += [future.result() for future in pending]
-    rows = pl.concat([r for r, _ in results], how="diagonal_relaxed") if results else \
-        pl.DataFrame()
+    tables: dict[str, list[pl.DataFrame]] = {}
+    for parsed, _ in results:
+        for name, frame in (parsed.items() if isinstance(parsed, dict) else [("rows", parsed)]):
+            tables.setdefault(name, []).append(frame)
+    joined = {name: pl.concat(frames, how="diagonal_relaxed") for name, frames in tables.items()}
     garbled = pl.concat([g for _, g in results])
     first = garbled.get_column("line").min() if garbled.height else None
-    return Lines(rows, count, int(garbled.get_column("n").sum()), first)  # type: ignore[arg-type]
+    return Lines(joined.get("rows", pl.DataFrame()), count,
+                 int(garbled.get_column("n").sum()), first, joined)  # type: ignore[arg-type]
 
 
 def split_cr(frame: pl.DataFrame) -> pl.DataFrame:
@@ -267,13 +290,16 @@ def to_raw(frame: pl.DataFrame, columns: Mapping[str, str]) -> pl.DataFrame:
     present = {c: m for c, m in columns.items() if c in frame.columns}
     if not present or frame.is_empty():
         return pl.DataFrame(schema=RAW_SCHEMA)
-    base = frame.select(pl.col("step").cast(pl.Int64), pl.col("wall_time").cast(pl.Float64),
-                        pl.col("leg").cast(pl.Int32),
-                        *(pl.col(c).cast(pl.Float64).alias(m) for c, m in present.items()))
-    long = base.unpivot(on=list(dict.fromkeys(present.values())),
-                        index=["step", "wall_time", "leg"], variable_name="metric",
-                        value_name="value")
-    return long.filter(pl.col("value").is_not_null()).select(*RAW_SCHEMA)
+    axes = [pl.col("step").cast(pl.Int64), pl.col("wall_time").cast(pl.Float64),
+            pl.col("leg").cast(pl.Int32)]
+    metrics: dict[str, list[str]] = {}
+    for column, metric in present.items():
+        metrics.setdefault(metric, []).append(column)
+    parts = [frame.select(*axes, metric=pl.lit(metric, pl.String),
+                          value=pl.coalesce(columns).cast(pl.Float64))
+             .filter(pl.col("value").is_not_null()) for metric, columns in metrics.items()]
+    # one part per metric, not copied into one block: the points are the memory a log costs
+    return pl.concat(parts, rechunk=False).select(*RAW_SCHEMA)
 
 
 def unparsed_finding(path: Path, bad: pl.DataFrame, what: str,
@@ -340,8 +366,10 @@ def delimited_fields(rows: pl.DataFrame, *, sep: str, kv: str) -> pl.DataFrame:
                           split.filter(~pl.col("match")).select(rows.columns)])
     if not rows.is_empty():
         parts.append(_fields_one_by_one(rows, sep, kv))
-    return pl.concat(parts, how="diagonal_relaxed") if parts else pl.DataFrame(
-        schema={"line": pl.Int64, "head": pl.String, "bad": pl.Boolean})
+    if not parts:
+        return pl.DataFrame(schema={"line": pl.Int64, "head": pl.String, "bad": pl.Boolean})
+    out = pl.concat(parts, how="diagonal_relaxed")
+    return out.sort("line") if len(parts) > 1 else out
 
 
 def _layout(sample: str, sep: str, kv: str) -> list[tuple[int, str]]:

@@ -46,6 +46,9 @@ from ._lines import KEY
 
 __all__ = ["claims", "files", "read", "sniff"]
 
+#: Values come from printed text (rounded): a structured source of the same run wins.
+PRINTED = True
+
 _ITERATION = re.compile(r"iteration\s+\d+/\s*\d+\s*\|")
 _TRAIN_NAMES = {
     "lm loss": "train/loss", "consumed samples": "train/consumed_samples",
@@ -82,17 +85,18 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
     if not logs:
         raise InputError(f"{path}: no Megatron-LM log found (a file with lines like "
                          "' iteration 100/ 500000 | consumed samples: ... | lm loss: ...')")
-    parts, findings = [], []
+    trains, others, findings = [], [], []
     for index, file in enumerate(logs):
         lines = _lines.read_lines(file, _parse)
-        parts.append(lines.rows.with_columns(pos=pl.col("line") + (index << 40),
-                                             name=pl.lit(file.name)))
+        where = {"pos": pl.col("line") + (index << 40), "name": pl.lit(file.name)}
+        trains.append(lines.tables["train"].with_columns(**where))
+        others.append(lines.tables["other"].with_columns(**where))
         findings += lines.findings(file)
-    rows = pl.concat(parts, how="diagonal_relaxed")
-    return _assemble(path, logs, rows, findings)
+    return _assemble(path, logs, pl.concat(trains, how="diagonal_relaxed"),
+                     pl.concat(others), findings)
 
 
-def _parse(frame: pl.DataFrame) -> pl.DataFrame:
+def _parse(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
     """Per chunk: train lines split into fields; validation, argument and restart lines kept."""
     text = pl.col("text")
     is_valid = text.str.contains("loss at ", literal=True)
@@ -100,32 +104,52 @@ def _parse(frame: pl.DataFrame) -> pl.DataFrame:
                 & text.str.contains("|", literal=True) & ~is_valid)
     train = _lines.delimited_fields(frame.filter(is_train), sep="|", kv=":")
     keys = [c for c in train.columns if c.startswith(KEY)]
-    values = [pl.col(c).cast(pl.Float64, strict=False) for c in keys]
-    failed = pl.any_horizontal(False, *(v.is_null() & pl.col(c).is_not_null()
-                                        for v, c in zip(values, keys)))
+    values = train.select(pl.col(c).cast(pl.Float64, strict=False) for c in keys)
+    failed: pl.Expr | pl.Series = pl.lit(False)
+    if values.null_count().row(0) != train.select(keys).null_count().row(0):  # a word, not a number
+        failed = pl.select(pl.any_horizontal(False, *(
+            values.get_column(c).is_null() & train.get_column(c).is_not_null() for c in keys
+        ))).to_series()
     head = pl.col("head")
     counter = head.str.slice(head.str.find("iteration", literal=True) + len("iteration")) \
         .str.split_exact("/", 1)
-    train = train.with_columns(*values, counter=counter).unnest("counter").with_columns(
+    train = train.with_columns(values, failed=failed, counter=counter).unnest("counter")
+    train = train.with_columns(
         step=pl.col("field_0").str.strip_chars().cast(pl.Int64, strict=False),
         total=pl.col("field_1").str.strip_chars().cast(pl.Int64, strict=False),
-        wall_time=_lines.timestamp(head))
-    train = train.with_columns(kind=pl.lit("train"),
-                               bad=pl.col("bad") | failed | pl.col("step").is_null()
-                               ).drop("head", "field_0", "field_1")
-    texts = frame.join(train.filter("bad").select("line"), on="line", how="semi")
-    train = train.join(texts, on="line", how="left")
+        wall_time=_stamp(train.get_column("head"))).drop("field_0", "field_1", "head")
+    train = train.with_columns(bad=pl.col("bad") | pl.col("failed") | pl.col("step").is_null()
+                               ).drop("failed")
+    if train.get_column("bad").any():  # their text, for the finding
+        texts = frame.join(train.filter("bad").select("line"), on="line", how="semi")
+        train = train.join(texts, on="line", how="left")
     other = frame.filter(~is_train & (is_valid | text.str.contains(" ...", literal=True)
                                       | text.str.contains("-- arguments --", literal=True)
                                       | text.str.contains("loaded checkpoint", literal=True)))
-    return pl.concat([train, other.with_columns(kind=pl.lit("other"))], how="diagonal_relaxed")
+    return {"train": train, "other": other}
 
 
-def _assemble(path: Path, logs: list[Path], rows: pl.DataFrame,
+def _stamp(head: pl.Series) -> pl.Series:
+    """Unix seconds of the ``[YYYY-MM-DD HH:MM:SS]`` a line starts with: the first bracket
+    sliced out (fast), else searched for anywhere (a launcher's prefix before it)."""
+    frame = head.to_frame("head")
+    first = pl.col("head").str.find("[", literal=True)
+    close = pl.col("head").str.find("]", literal=True)
+    stamp = pl.col("head").str.slice(first + 1, close - first - 1).str.to_datetime(
+        "%Y-%m-%d %H:%M:%S%.f", time_unit="us", strict=False)
+    fast = frame.select(stamp.dt.epoch("us").cast(pl.Float64) / 1e6).to_series()
+    if fast.null_count() and frame.select(pl.col("head").str.contains("[", literal=True)
+                                          .any()).item():
+        fast = frame.select(_lines.timestamp(pl.col("head"))).to_series()
+    return fast
+
+
+def _assemble(path: Path, logs: list[Path], train: pl.DataFrame, other: pl.DataFrame,
               findings: list[Finding]) -> RawLog:
-    rows = rows.sort("pos")
-    train = rows.filter(kind="train")
-    other = rows.filter(kind="other").select("line", "pos", "name", "text")
+    """Points, legs and facts from the train rows and the other kept lines (both in file
+    order: chunks come in order and keep their lines in order)."""
+    if "text" not in train.columns:
+        train = train.with_columns(text=pl.lit(None, pl.String))
     bad = train.filter("bad").select("line", "pos", "text")
     train = _legs(train.filter(pl.col("step").is_not_null()).drop("text"), other)
     if train.is_empty():
@@ -156,11 +180,12 @@ def _legs(train: pl.DataFrame, other: pl.DataFrame) -> pl.DataFrame:
     """``train`` with leg numbers: a new leg at an ``arguments`` banner (a relaunch) and where
     the iteration does not go up."""
     banners = other.filter(pl.col("text").str.contains("-- arguments --", literal=True))
-    rows = pl.concat([train.with_columns(launch=pl.lit(False), stepped=pl.lit(True)),
-                      banners.select("pos", launch=pl.lit(True), stepped=pl.lit(False))],
-                     how="diagonal_relaxed").sort("pos")
-    rows = rows.with_columns(_lines.number_legs(rows, launch="launch", stepped="stepped"))
-    return rows.filter("stepped").drop("launch", "stepped")
+    rows = pl.concat([train.select("pos", "step", launch=pl.lit(False), stepped=pl.lit(True)),
+                      banners.select("pos", step=pl.lit(None, pl.Int64), launch=pl.lit(True),
+                                     stepped=pl.lit(False))]).sort("pos")
+    legs = rows.select(_lines.number_legs(rows, launch="launch", stepped="stepped"),
+                       "stepped").filter("stepped")
+    return train.with_columns(legs.get_column("leg"))
 
 
 def _leg_starts(train: pl.DataFrame, other: pl.DataFrame) -> dict[int, int]:
@@ -226,7 +251,7 @@ def _facts(logs: list[Path], train: pl.DataFrame,
             last = sizes.row(-1, named=True)
             facts.setdefault("global_batch", Fact(
                 last["gb"], f"{last['name']}: global batch size (iteration {last['step']})"))
-            changes = sizes.filter(pl.col("gb") != pl.col("gb").shift(1)).tail(-1)
+            changes = sizes.filter(pl.col("gb") != pl.col("gb").shift(1))
             if changes.height and not findings:
                 first = sizes.row(0, named=True)
                 findings.append(Finding(

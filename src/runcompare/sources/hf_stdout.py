@@ -1,0 +1,436 @@
+"""HF Trainer stdout: the dicts the Trainer prints (``{'loss': ..., 'epoch': ...}``) in a log file.
+
+transformers 4.x prints numbers (``{'loss': 2.3456, ...}``), 5.x strings of 4 significant
+digits (``{'loss': '2.346', ...}``); both are read, also when glued to tqdm ``\\r`` redraws or
+ANSI cursor codes. Dicts are told apart by their keys: ``train_runtime`` -> end-of-training
+summary, ``eval_*`` -> evaluation, ``test_*``/``predict_*`` -> test, ``loss`` -> train log.
+Keys are renamed like ``hf_trainer.canonical_name`` (``loss`` -> ``train/loss``,
+``eval_loss`` -> ``eval/loss``, ``epoch`` -> ``train/epoch``). A dict with a value that is not a
+number is skipped whole and reported.
+
+The dicts carry no step. Each gets, in this order:
+
+1. the count of the progress bar that tqdm redraws right after printing it (the first bar at
+   the start of the next line). The bar counts optimizer steps (total = "Total optimization
+   steps"), or micro-steps when its total is that × "Gradient Accumulation steps". Not used in
+   a leg whose dicts come in blocks with no bar between them: stdout was block-buffered
+   (``python train.py > log`` without ``-u``), so the dicts landed far from their bars;
+2. counting: the k-th train log of a leg is at step (start // L + k) × L, start being the
+   resume step and L ``logging_steps`` (hint, i.e. ``--set``/runcompare.toml; else the epoch
+   advance between train logs × "Num update steps per epoch", when the log prints it, as an
+   ``inferred`` value); evaluations likewise with ``eval_steps``, else the step of the train
+   log just before them when both print the same epoch;
+3. a train log without either, after others that have one, is one logging interval after
+   the one before (a log cut right after a dict); the summary is at "Total optimization
+   steps" (else the last step of its leg); other dicts take the step before them.
+
+A train log left without a step raises :class:`MissingInfoError` naming
+``--set logging_steps=N``. Steps are checked against the logged epoch: it must advance evenly,
+at 1 ÷ "Num update steps per epoch" per step when the log prints that (``epoch-mismatch``).
+
+Legs: each ``***** Running training *****`` block starts one (without INFO logging: the
+training bar starting again at 0); "Continuing training from global step N" (4.x) or
+"Resuming training from checkpoint with epoch E and global step N" (5.x) makes it start at
+N + 1. Facts (kind ``logged``) come from the INFO block of the last leg; the summary's rates
+only when no global batch is printed (5.x rounds them to 4 digits).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from ..errors import InputError, MissingInfoError
+from ..model import Fact, Finding, RawLog
+from . import _lines
+from .hf_trainer import canonical_name
+
+__all__ = ["claims", "files", "read", "sniff"]
+
+#: Values come from printed text (rounded): a structured source of the same run wins.
+PRINTED = True
+
+LAUNCH = "***** Running training *****"
+_DICT_KEYS = ("{'loss'", "{'eval_", "{'train_runtime'", "{'grad_norm'", "{'learning_rate'")
+#: INFO block labels -> fact names.
+INFO = {
+    "Num examples": "num_examples", "Num Epochs": "num_epochs",
+    "Num update steps per epoch": "steps_per_epoch",
+    "Instantaneous batch size per device": "per_device_batch",
+    "Total train batch size (w. parallel, distributed & accumulation)": "global_batch",
+    "Gradient Accumulation steps": "grad_accum", "Total optimization steps": "max_steps",
+    "Number of trainable parameters": "trainable_parameters",
+}
+_INFO = "(?<label>" + "|".join(k.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")
+                               for k in INFO) + r") = (?<amount>[\d,]+)"
+_RESUME = r"(?:Continuing training from|Resuming training from checkpoint with epoch \d+ and) " \
+          r"global step (\d+)"
+_DICT = r"\{'[^{}]*\}"
+_BAR = r"(?<n>\d+)/(?<total>\d+) \["
+_ITEM = r"'[^']+': (?:'[^']*'|[^,}]+)"
+_RATES = ("train_samples_per_second", "train_steps_per_second")
+
+
+def claims(head: str) -> bool:
+    """Whether a file's beginning holds the Trainer's INFO block or one of its log dicts."""
+    return LAUNCH in head or any(key in head for key in _DICT_KEYS)
+
+
+def files(path: Path) -> list[Path]:
+    return _lines.log_files(path, claims)
+
+
+def sniff(path: Path) -> bool:
+    return bool(files(path))
+
+
+def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
+    """Every point of the Trainer stdout at ``path`` (a log file, or a run folder's logs)."""
+    logs = files(path) or ([path] if path.is_file() else [])
+    if not logs:
+        raise InputError(f"{path}: no HF Trainer stdout found (a .log/.out/.txt file with the "
+                         "Trainer's dicts such as {'loss': ...} or its '***** Running training "
+                         "*****' block)")
+    events, pairs, findings = [], [], []
+    for index, file in enumerate(logs):
+        lines = _lines.read_lines(file, _parse)
+        offset = pl.col("line") + (index << 40)
+        events.append(lines.tables["events"].with_columns(pos=offset))
+        pairs.append(lines.tables["pairs"].with_columns(pos=offset).drop("line"))
+        findings += lines.findings(file)
+    return _assemble(path, logs, pl.concat(events, how="diagonal_relaxed"), pl.concat(pairs),
+                     findings, dict(hints or {}))
+
+
+def _parse(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
+    """Per chunk, one row per event in it (a dict with its kind, epoch and the bar at the start
+    of the next line; the first line's first bar; a bar restarting at 0; INFO, launch and
+    resume lines) and one row per dict entry (``key``, ``value``). Lines of nothing but bar
+    redraws, most of a long log, are only scanned for literals."""
+    text = pl.col("text")
+    has_dict = text.str.contains("{'", literal=True)
+    first = pl.int_range(pl.len()) == 0
+    before = text.str.split("{'").list.first()
+    bar_before = before.str.contains("it/s", literal=True) | before.str.contains("s/it",
+                                                                                  literal=True)
+    frame = frame.with_columns(
+        next_bar=before.shift(-1).str.extract_groups(_BAR),
+        glued=has_dict & has_dict.shift(1).fill_null(False) & ~bar_before,
+        edge=pl.int_range(pl.len()) == pl.len() - 1)
+    wanted = (has_dict | first | text.str.contains("| 0/", literal=True)
+              | text.str.contains(" = ", literal=True) | text.str.contains(LAUNCH, literal=True)
+              | text.str.contains("global step", literal=True))
+    rows = frame.filter(wanted)
+    dicts = _dicts(rows.filter(has_dict))
+    pairs = dicts.select("line", "off", "items").explode("items").with_columns(
+        key=pl.col("items").str.extract(r"^'([^']+)'", 1),
+        value=_lines.number(pl.col("items").str.extract(r"': (.*)$", 1))).drop("items")
+    unreadable = pairs.filter(pl.col("value").is_null()).select("line", "off").unique()
+    pairs = pairs.join(unreadable, on=["line", "off"], how="anti")
+    kinds = _kinds(pairs)
+    dicts = dicts.drop("items").join(kinds, on=["line", "off"], how="left").with_columns(
+        bad=pl.col("bad") | pl.col("kind").is_null())
+    dicts = dicts.with_columns(snippet=pl.when("bad").then("snippet"))
+    head = rows.filter(first).select(
+        "line", off=pl.lit(-3, pl.Int64), ev=pl.lit("head"),
+        bar=text.str.split("{'").list.first().str.extract_groups(_BAR))
+    reset = text.str.extract(r"\| 0/(\d+) \[", 1).cast(pl.Int64)
+    others = rows.select(
+        "line", off=pl.lit(-2, pl.Int64), reset=reset,
+        launch=text.str.contains(LAUNCH, literal=True), info=text.str.extract_groups(_INFO),
+        resume=text.str.extract(_RESUME, 1).cast(pl.Int64)).unnest("info")
+    others = others.filter(pl.col("reset").is_not_null() | pl.col("launch")
+                           | pl.col("label").is_not_null() | pl.col("resume").is_not_null())
+    events = pl.concat([dicts.with_columns(ev=pl.lit("dict")),
+                        head.unnest("bar").filter(pl.col("n").is_not_null())
+                        .cast({"n": pl.Int64, "total": pl.Int64}),
+                        others.with_columns(ev=pl.lit("other"))], how="diagonal_relaxed")
+    return {"events": events, "pairs": pairs}
+
+
+def _dicts(rows: pl.DataFrame) -> pl.DataFrame:
+    """One row per dict on the lines in ``rows``: its offset, entries and the bar after it."""
+    text = pl.col("text")
+    found = rows.with_columns(dict=text.str.extract_all(_DICT),
+                              off=text.str.find("{'", literal=True).cast(pl.Int64))
+    trainer_like = pl.any_horizontal(*(text.str.contains(k, literal=True) for k in _DICT_KEYS))
+    bad = found.filter((pl.col("dict").list.len() == 0) & trainer_like).select(
+        "line", off="off", bad=pl.lit(True), snippet=text.str.slice(pl.col("off"), 200))
+    found = found.explode("dict").filter(pl.col("dict").is_not_null()).with_columns(
+        off=pl.col("off") + pl.int_range(pl.len()).over("line"))
+    good = found.select(
+        "line", "off", "glued", "edge", snippet=pl.col("dict").str.slice(0, 200),
+        items=pl.col("dict").str.extract_all(_ITEM), bad=pl.lit(False),
+        n=pl.col("next_bar").struct.field("n").cast(pl.Int64),
+        total=pl.col("next_bar").struct.field("total").cast(pl.Int64))
+    return pl.concat([good, bad], how="diagonal_relaxed")
+
+
+def _kinds(pairs: pl.DataFrame) -> pl.DataFrame:
+    """(line, off) -> kind (train/eval/test/summary/other) and epoch of each readable dict."""
+    key = pl.col("key")
+    per = pairs.group_by("line", "off").agg(
+        summary=(key == "train_runtime").any(), eval=key.str.starts_with("eval_").any(),
+        test=(key.str.starts_with("test_") | key.str.starts_with("predict_")).any(),
+        train=(key == "loss").any(), epoch=pl.col("value").filter(key == "epoch").first())
+    kind = (pl.when("summary").then(pl.lit("summary")).when("eval").then(pl.lit("eval"))
+            .when("test").then(pl.lit("test")).when("train").then(pl.lit("train"))
+            .otherwise(pl.lit("other")))
+    return per.select("line", "off", "epoch", kind=kind)
+
+
+def _assemble(path: Path, logs: list[Path], events: pl.DataFrame, pairs: pl.DataFrame,
+              findings: list[Finding], hints: dict[str, Any]) -> RawLog:
+    events = events.sort("pos", "off")
+    bad = events.filter(pl.col("bad").fill_null(False)).select("line", text="snippet")
+    dicts = events.filter(pl.col("ev").eq("dict") & ~pl.col("bad"))
+    if dicts.is_empty():
+        raise InputError(f"{path}: no Trainer log dict could be read (expected lines like "
+                         "{'loss': '2.346', 'learning_rate': '4.9e-05', 'epoch': '0.01'})")
+    events = events.filter(pl.col("ev").ne("dict") | ~pl.col("bad")).with_columns(
+        _legs(events.filter(pl.col("ev").ne("dict") | ~pl.col("bad"))))
+    info = _info(events)
+    steps, step_findings = _steps(events, info, hints, logs[0])
+    findings += step_findings
+    findings += _epoch_check(steps, info, logs[0])
+    scalars = pairs.join(steps.select("pos", "off", "step", "leg"), on=["pos", "off"]).select(
+        metric=pl.col("key").replace_strict(_names(pairs), return_dtype=pl.String),
+        value="value", step="step", wall_time=pl.lit(None, pl.Float64),
+        leg=pl.col("leg").cast(pl.Int32))
+    finding = _lines.unparsed_finding(logs[0] if len(logs) == 1 else path, bad,
+                                      "Trainer log dicts")
+    findings += [finding] if finding else []
+    aliases = {name: key for key, name in _names(pairs).items()}
+    return RawLog(source="hf-stdout", path=path, scalars=scalars, step_unit="optimizer",
+                  facts=_facts(info, steps, pairs, logs), findings=findings, files=logs,
+                  aliases=aliases, leg_starts=_leg_starts(events))
+
+
+def _names(pairs: pl.DataFrame) -> dict[str, str]:
+    return {k: canonical_name(k) for k in pairs.get_column("key").unique().drop_nulls()}
+
+
+def _legs(events: pl.DataFrame) -> pl.Series:
+    """Leg of each event: a new leg at each INFO launch block, or, when the log has none, where
+    the training bar starts again at 0 after train logs."""
+    if events.get_column("launch").fill_null(False).any():
+        launch = pl.col("launch").fill_null(False)
+    else:
+        totals = events.filter(kind="train").get_column("total").drop_nulls().unique()
+        trains = pl.col("kind").eq("train").fill_null(False).cast(pl.Int32).cum_sum()
+        zero = pl.col("reset").is_in(totals.implode()).fill_null(False)
+        launch = zero & (trains > pl.when(zero).then(trains).forward_fill().shift(1).fill_null(0))
+    rows = events.select(launch=launch, stepped=pl.lit(False), step=pl.lit(0),
+                         dicts=pl.col("ev") == "dict")
+    return _lines.number_legs(rows, launch="launch", stepped="stepped", points="dicts")
+
+
+def _info(events: pl.DataFrame) -> dict[str, Any]:
+    """Fact name -> value from the INFO blocks: in each leg the first line of a label (an
+    evaluation block later prints its own "Num examples"); the last leg's value wins."""
+    rows = events.filter(pl.col("label").is_not_null() & pl.col("amount").is_not_null())
+    rows = rows.group_by("leg", "label", maintain_order=True).first().sort("leg")
+    return {INFO[label]: int(amount.replace(",", "")) for label, amount in
+            rows.select("label", "amount").iter_rows()}
+
+
+def _steps(events: pl.DataFrame, info: dict[str, Any], hints: dict[str, Any],
+           file: Path) -> tuple[pl.DataFrame, list[Finding]]:
+    """pos, off, leg, kind, epoch and step of every dict that gets a step (module docstring)."""
+    findings: list[Finding] = []
+    head = events.select(head_n=pl.col("n").shift(-1), head_total=pl.col("total").shift(-1),
+                         is_head=pl.col("ev").shift(-1).eq("head"))
+    events = pl.concat([events, head], how="horizontal").with_columns(
+        n=pl.when(pl.col("edge").fill_null(False) & pl.col("is_head")).then("head_n")
+        .otherwise("n"),
+        total=pl.when(pl.col("edge").fill_null(False) & pl.col("is_head")).then("head_total")
+        .otherwise("total"))
+    per = events.filter(ev="dict")
+    total, divisor = _bar_total(per, info, findings, file)
+    per = per.with_columns(bar_step=pl.when(pl.col("total") == (total or -1))
+                           .then(pl.col("n") // divisor))
+    buffered = per.filter(pl.col("glued") & (pl.col("kind") == "train")).get_column("leg").unique()
+    if buffered.len():
+        per = per.with_columns(bar_step=pl.when(pl.col("leg").is_in(buffered.implode()))
+                               .then(None).otherwise("bar_step"))
+        findings.append(Finding("warning", "stdout-buffered",
+                                f"{file}: the Trainer's dicts came in blocks with no progress "
+                                "bar between them (stdout was buffered: run python -u); their "
+                                "steps are counted with logging_steps instead"))
+    resume = events.filter(pl.col("resume").is_not_null()).group_by("leg").agg(
+        start=pl.col("resume").last())
+    per = per.join(resume, on="leg", how="left").with_columns(pl.col("start").fill_null(0))
+    per = _counted(per, _logging_steps(per, info, hints, findings, file), hints, findings, file)
+    per = _fill_gaps(per, findings, file)
+    known = pl.when(pl.col("kind").is_in(["train", "eval"])).then("step")
+    per = per.with_columns(last=known.forward_fill().over("leg"))
+    at_end = pl.coalesce(pl.lit(info.get("max_steps"), pl.Int64), "last")
+    per = per.with_columns(step=pl.when(pl.col("step").is_null() & (pl.col("kind") == "summary"))
+                           .then(at_end).otherwise(pl.coalesce("step", "last")))
+    missing = per.filter(pl.col("step").is_null() & pl.col("kind").is_in(["train", "eval"]))
+    if missing.height:
+        what = missing.get_column("kind")[0]
+        key = "logging_steps" if what == "train" else "eval_steps"
+        raise MissingInfoError(
+            f"{file}: {missing.height} of the Trainer's {what} logs carry no step and no "
+            f"progress bar tells it (first at line {missing.get_column('line')[0]}); pass "
+            f"--set {key}=N (the run's TrainingArguments.{key}) or write `{key} = N` in a "
+            "runcompare.toml beside the log")
+    return per.filter(pl.col("step").is_not_null()), findings
+
+
+def _bar_total(per: pl.DataFrame, info: dict[str, Any], findings: list[Finding],
+               file: Path) -> tuple[int | None, int]:
+    """The training bar's total and what to divide its count by to get optimizer steps."""
+    max_steps, accum = info.get("max_steps"), info.get("grad_accum")
+    seen = per.filter(kind="train").get_column("total").drop_nulls()
+    seen = int(seen.mode().min()) if seen.len() else None  # type: ignore[arg-type]
+    if max_steps and accum and accum > 1 and seen == max_steps * accum:
+        findings.append(Finding(
+            "info", "bar-counts-micro-steps",
+            f"{file}: the progress bar counts {seen} micro-steps (Total optimization steps "
+            f"{max_steps} × Gradient Accumulation steps {accum}); its count ÷ {accum} is the step"))
+        return seen, accum
+    if max_steps and seen is not None and seen != max_steps:
+        findings.append(Finding(
+            "warning", "bar-total-mismatch",
+            f"{file}: the progress bar's total {seen} is neither Total optimization steps "
+            f"{max_steps} nor that × the accumulation; its counts are not used as steps"))
+        return max_steps, 1
+    return seen if seen is not None else max_steps, 1
+
+
+def _logging_steps(per: pl.DataFrame, info: dict[str, Any], hints: dict[str, Any],
+                   findings: list[Finding], file: Path) -> int | None:
+    """logging_steps from the hints, else (when some train log lacks a bar step) from the
+    epoch advance between train logs × Num update steps per epoch."""
+    given = _int(hints.get("logging_steps"))
+    train = per.filter(kind="train")
+    if given or info.get("steps_per_epoch") is None or \
+            train.get_column("bar_step").null_count() == 0:
+        return given
+    advance = train.select(pl.col("epoch").diff().over("leg") * info["steps_per_epoch"])
+    advance = advance.to_series().drop_nulls()
+    advance = advance.filter(advance > 0.5)
+    if advance.is_empty():
+        return None
+    every = round(float(advance.median()))  # type: ignore[arg-type]
+    if every < 1 or (advance - every).abs().max() > 0.05 * every + 0.01:  # type: ignore[operator]
+        return None
+    findings.append(Finding("info", "logging-steps-from-epoch",
+                            f"{file}: logging_steps {every} inferred from the epoch advance "
+                            f"between train logs × {info['steps_per_epoch']} update steps per "
+                            "epoch; pass --set logging_steps=N to state it"))
+    return every
+
+
+def _counted(per: pl.DataFrame, logging_steps: int | None, hints: dict[str, Any],
+             findings: list[Finding], file: Path) -> pl.DataFrame:
+    """Steps from the progress bar, else from logging_steps / eval_steps counting."""
+    out = per.with_columns(step=pl.col("bar_step"))
+    for kind, key, every in (("train", "logging_steps", logging_steps),
+                             ("eval", "eval_steps", _int(hints.get("eval_steps")))):
+        if every is None:
+            continue
+        is_kind = pl.col("kind") == kind
+        k = is_kind.cast(pl.Int64).cum_sum().over("leg")
+        out = out.with_columns(counted=pl.when(is_kind).then((pl.col("start") // every + k)
+                                                             * every))
+        wrong = out.filter(pl.col("counted") != pl.col("bar_step"))
+        if wrong.height:
+            row = wrong.row(0, named=True)
+            findings.append(Finding(
+                "warning", "step-mismatch",
+                f"{file}: {key}={every} puts {wrong.height} {kind} logs at other steps than the "
+                f"progress bar (first: step {row['counted']} vs {row['bar_step']}); using the "
+                "progress bar"))
+        out = out.with_columns(step=pl.coalesce("step", "counted")).drop("counted")
+    train = pl.when(pl.col("kind") == "train")
+    prev_step = train.then("step").forward_fill().over("leg")
+    prev_epoch = train.then("epoch").forward_fill().over("leg")
+    same = (pl.col("kind") == "eval") & pl.col("step").is_null() & (pl.col("epoch") == prev_epoch)
+    return out.with_columns(step=pl.when(same).then(prev_step).otherwise("step"))
+
+
+def _fill_gaps(per: pl.DataFrame, findings: list[Finding], file: Path) -> pl.DataFrame:
+    """Train logs without a step while others have one (a log cut right after a dict): the
+    previous train step + the most common interval between train steps."""
+    train = per.filter(kind="train")
+    gaps = train.filter(pl.col("step").is_null())
+    if gaps.is_empty() or gaps.height == train.height:
+        return per
+    diffs = train.select(pl.col("step").diff().over("leg")).to_series().drop_nulls()
+    diffs = diffs.filter(diffs > 0)
+    if diffs.is_empty():
+        return per
+    every = int(diffs.mode().min())  # type: ignore[arg-type]
+    is_train = pl.col("kind") == "train"
+    k = is_train.cast(pl.Int64).cum_sum().over("leg")
+    known_k = pl.when(is_train & pl.col("step").is_not_null()).then(k).forward_fill().over("leg")
+    known = pl.when(is_train).then("step").forward_fill().over("leg")
+    guess = pl.coalesce(known + (k - known_k) * every, (pl.col("start") // every + k) * every)
+    findings.append(Finding("info", "step-from-interval",
+                            f"{file}: {gaps.height} train log(s) had no progress bar after them "
+                            f"(the log ends or was cut there); each was put one logging "
+                            f"interval ({every} steps, as the bar shows) after the one before"))
+    return per.with_columns(step=pl.when(is_train & pl.col("step").is_null()).then(guess)
+                            .otherwise("step"))
+
+
+def _int(value: object) -> int | None:
+    try:
+        number = int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return None
+    return number if number >= 1 else None
+
+
+def _epoch_check(per: pl.DataFrame, info: dict[str, Any], file: Path) -> list[Finding]:
+    """Warn where the logged epoch does not advance evenly with the reconstructed step."""
+    train = per.filter((pl.col("kind") == "train") & pl.col("epoch").is_not_null())
+    findings = []
+    spe = info.get("steps_per_epoch")
+    for (leg,), rows in train.group_by("leg", maintain_order=True):
+        if rows.get_column("step").n_unique() < 2:
+            continue
+        first, last = rows.row(0, named=True), rows.row(-1, named=True)
+        rate = (last["epoch"] - first["epoch"]) / (last["step"] - first["step"])
+        tol = pl.max_horizontal(pl.col("epoch").abs() * 6e-4, pl.lit(0.0051)) + 0.0051
+        off = rows.filter((pl.col("epoch") - first["epoch"]
+                           - rate * (pl.col("step") - first["step"])).abs() > tol)
+        if off.height or (spe and abs(rate * spe - 1) > 0.02):
+            row = off.row(0, named=True) if off.height else last
+            per_epoch = f"; the log says {spe} update steps per epoch" if spe else ""
+            findings.append(Finding(
+                "warning", "epoch-mismatch",
+                f"{file}: leg {leg}: the logged epoch does not advance evenly with the "
+                f"reconstructed steps (epoch {row['epoch']} at step {row['step']}, "
+                f"{rate:.6g} epochs per step{per_epoch}); check --set logging_steps"))
+    return findings
+
+
+def _leg_starts(events: pl.DataFrame) -> dict[int, int]:
+    resume = events.filter(pl.col("resume").is_not_null()).group_by("leg").agg(
+        pl.col("resume").last())
+    return {leg: step + 1 for leg, step in resume.iter_rows() if leg > 0}
+
+
+def _facts(info: dict[str, Any], per: pl.DataFrame, pairs: pl.DataFrame,
+           logs: list[Path]) -> dict[str, Fact[Any]]:
+    """The INFO block's numbers, the last step, and the summary's rates (for inference)."""
+    where = logs[-1].name
+    labels = {name: label for label, name in INFO.items()}
+    facts: dict[str, Fact[Any]] = {name: Fact(value, f"{where}: {labels[name]}", "logged")
+                                   for name, value in info.items() if value}
+    facts["global_step"] = Fact(int(per.get_column("step").max()),  # type: ignore[arg-type]
+                                f"{where}: last step of the Trainer's log dicts")
+    summary = per.filter(kind="summary").tail(1)
+    if summary.height and "global_batch" not in facts:
+        rates = pairs.join(summary.select("pos", "off"), on=["pos", "off"]).filter(
+            pl.col("key").is_in(list(_RATES)))
+        for key, value in rates.select("key", "value").iter_rows():
+            facts[key] = Fact(value, f"{where}: summary dict at step {summary['step'][0]}: {key}")
+    return facts

@@ -1,0 +1,144 @@
+"""nanoGPT's train.py stdout: ``iter N: loss X, time Yms, mfu Z%`` and
+``step N: train loss X, val loss Y`` lines.
+
+Steps are optimizer updates done, the unit of every other source: ``iter N`` is printed after
+the (N + 1)-th update (nanoGPT counts from 0), so it is step N + 1; ``step N`` evaluations run
+before update N + 1, so they are step N. Metric names (alias = the printed name):
+
+=======================  ==========================================================
+``iter N: loss``         ``train/loss`` (the last micro-batch's loss × accumulation)
+``time ...ms``           ``train/iteration_time_ms``
+``mfu ...%``             ``train/mfu`` (percent; the ``-100.00%`` of the first
+                         iterations means "not measured yet" and is left out)
+``step N: val loss``     ``eval/loss``
+``step N: train loss``   ``eval/train_loss`` (estimated on ``eval_iters`` batches)
+=======================  ==========================================================
+
+Facts: ``tokens per iteration will be: N`` (kind ``logged``) -> tokens_per_step; ``batch_size``
+(the micro-batch) and ``block_size`` (-> seq_len), ``max_iters``, ``eval_interval``,
+``log_interval`` from the printed config file and ``Overriding: key = value`` lines (kind
+``config``). ``gradient_accumulation_steps`` there is the total over all processes (train.py
+divides it by the world size), so it is not reported as grad_accum.
+Legs: each ``Initializing a new model from scratch`` / ``Resuming training from`` starts one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from ..errors import InputError
+from ..facts import facts_from_config
+from ..model import Fact, Finding, RawLog
+from . import _lines
+
+__all__ = ["claims", "files", "read", "sniff"]
+
+#: Values come from printed text (rounded): a structured source of the same run wins.
+PRINTED = True
+
+_ITER = r"^iter (?<step>\d+): loss (?<loss>\S+), time (?<time>\S+?)ms(?:, mfu (?<mfu>\S+?)%)?"
+_EVAL = r"^step (?<step>\d+): train loss (?<train>\S+), val loss (?<val>\S+)"
+_CONFIG = r"^(?:Overriding: )?(?<key>[a-z_][a-z0-9_]*) = (?<value>[^#]*?)\s*(?:#.*)?$"
+_TOKENS = r"tokens per iteration will be: ([\d,]+)"
+_CLAIM = re.compile(r"^(?:iter \d+: loss [\d.]+, time|step \d+: train loss)", re.MULTILINE)
+_LAUNCH = ("Initializing a new model from scratch", "Resuming training from",
+           "Initializing from OpenAI GPT-2 weights")
+#: Config keys reported as facts (nanoGPT name -> facts.CONFIG_KEYS key).
+_CONFIG_KEYS = {"batch_size": "per_device_batch", "block_size": "seq_len",
+                "max_iters": "max_steps", "log_interval": "logging_steps",
+                "eval_interval": "eval_steps", "learning_rate": "learning_rate"}
+_NAMES = {"loss": "train/loss", "time": "train/iteration_time_ms", "mfu": "train/mfu",
+          "val": "eval/loss", "train": "eval/train_loss"}
+_ALIASES = {"train/loss": "iter loss", "train/iteration_time_ms": "time",
+            "train/mfu": "mfu", "eval/loss": "val loss", "eval/train_loss": "train loss"}
+
+
+def claims(head: str) -> bool:
+    """Whether a file's beginning looks like nanoGPT's train.py output."""
+    return "tokens per iteration will be:" in head or bool(_CLAIM.search(head))
+
+
+def files(path: Path) -> list[Path]:
+    return _lines.log_files(path, claims)
+
+
+def sniff(path: Path) -> bool:
+    return bool(files(path))
+
+
+def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
+    """Every point of the nanoGPT log(s) at ``path``."""
+    logs = files(path) or ([path] if path.is_file() else [])
+    if not logs:
+        raise InputError(f"{path}: no nanoGPT log found (lines like 'iter 100: loss 4.2134, "
+                         "time 120.00ms, mfu 30.00%')")
+    parts: list[pl.DataFrame] = []
+    findings: list[Finding] = []
+    for index, file in enumerate(logs):
+        lines = _lines.read_lines(file, _parse)
+        parts.append(lines.rows.with_columns(pos=pl.col("line") + (index << 40)))
+        findings += lines.findings(file)
+    rows = pl.concat(parts, how="diagonal_relaxed").sort("pos")
+    rows = rows.with_columns(_lines.number_legs(rows, launch="launch", stepped="is_iter"))
+    points = rows.filter(pl.col("step").is_not_null())
+    if points.is_empty():
+        raise InputError(f"{path}: no nanoGPT 'iter N: loss ...' or 'step N: ...' line could "
+                         "be read")
+    points = points.with_columns(step=pl.col("step") + pl.col("is_iter").cast(pl.Int64),
+                                 wall_time=pl.lit(None, pl.Float64),
+                                 mfu=pl.when(pl.col("mfu") > -100).then("mfu"))
+    scalars = _lines.to_raw(points, _NAMES)
+    bad = rows.filter(pl.col("bad")).select("line", "text")
+    finding = _lines.unparsed_finding(logs[0], bad, "nanoGPT iter/step lines")
+    return RawLog(source="nanogpt", path=path, scalars=scalars, step_unit="optimizer",
+                  facts=_facts(rows, logs), findings=findings + ([finding] if finding else []),
+                  files=logs, aliases=_ALIASES)
+
+
+def _parse(frame: pl.DataFrame) -> pl.DataFrame:
+    text = pl.col("text").str.strip_chars_end()
+    is_iter = text.str.starts_with("iter ")
+    is_eval = text.str.starts_with("step ") & text.str.contains("loss", literal=True)
+    launch = pl.any_horizontal(*(text.str.starts_with(marker) for marker in _LAUNCH))
+    config = text.str.contains(" = ", literal=True) | text.str.contains("tokens per iter",
+                                                                          literal=True)
+    rows = frame.filter(is_iter | is_eval | launch | config)
+    it = text.str.extract_groups(_ITER)
+    ev = text.str.extract_groups(_EVAL)
+    step = pl.coalesce(it.struct.field("step"), ev.struct.field("step")).cast(pl.Int64)
+    out = rows.with_columns(
+        is_iter=is_iter, launch=launch, step=step,
+        loss=_lines.number(it.struct.field("loss")), time=_lines.number(it.struct.field("time")),
+        mfu=_lines.number(it.struct.field("mfu")), train=_lines.number(ev.struct.field("train")),
+        val=_lines.number(ev.struct.field("val")),
+        config=text.str.extract_groups(_CONFIG), tokens=text.str.extract(_TOKENS, 1))
+    failed = (is_iter & pl.col("loss").is_null()) | (is_eval & pl.col("val").is_null())
+    return out.with_columns(bad=failed | ((is_iter | is_eval) & step.is_null())).with_columns(
+        text=pl.when("bad").then("text")).unnest("config")
+
+
+def _facts(rows: pl.DataFrame, logs: list[Path]) -> dict[str, Fact[Any]]:
+    where = logs[0].name
+    config = rows.filter(pl.col("key").is_not_null()).unique("key", keep="last")
+    values = {key: value.strip("'\"") for key, value in config.select("key", "value").iter_rows()}
+    facts: dict[str, Fact[Any]] = {}
+    for key, name in _CONFIG_KEYS.items():
+        found = facts_from_config({name: values.get(key)}, where="")
+        if name in found:
+            facts[name] = replace(found[name], source=f"{where}: config {key}")
+    tokens = rows.get_column("tokens").drop_nulls()
+    if tokens.len():
+        facts["tokens_per_step"] = Fact(int(tokens[0].replace(",", "")),
+                                        f"{where}: tokens per iteration will be")
+    steps = rows.filter("is_iter").get_column("step")
+    if steps.len():
+        facts["global_step"] = Fact(int(steps.max()) + 1,  # type: ignore[arg-type]
+                                    f"{where}: last iter + 1")
+    return facts
+

@@ -1,0 +1,144 @@
+"""torchtitan stdout: ``[titan] <time> - root - INFO - step: N  loss: X  grad_norm: ...``.
+
+ANSI colour codes are stripped; ``step`` counts optimizer steps (1-based, printed after the
+step); the ``[titan]`` timestamp (read as UTC) is the wall time. Metric names (alias = the
+printed name): ``loss`` -> ``train/loss``, ``grad_norm`` -> ``train/grad_norm``, ``memory:
+30.12GiB(38.10%)`` -> ``train/memory_gib`` and ``train/memory_pct``, ``tps`` (tokens per
+second per device; older versions print ``wps``) -> ``train/tps_per_device``, ``tflops`` ->
+``train/tflops_per_device``, ``mfu`` -> ``train/mfu`` (percent; ``N/A`` is left out); any
+other ``key: number`` -> ``train/<key>``; ``validate step: N  loss: X`` -> ``eval/loss``.
+
+Facts (kind ``logged``) from ``Training starts at step S, with local batch size B, global batch
+size G, gradient accumulation steps A, sequence length L, total steps T``: per_device_batch,
+global_batch, grad_accum, seq_len, max_steps (whichever the version prints). Legs: each
+``Training starts at step S`` starts one, at step S.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from ..errors import InputError
+from ..model import Fact, Finding, RawLog
+from . import _lines
+
+__all__ = ["claims", "files", "read", "sniff"]
+
+#: Values come from printed text (rounded): a structured source of the same run wins.
+PRINTED = True
+
+_TITAN = r"\[titan\] \d{4}-\d\d-\d\d"
+_PAIR = r"[A-Za-z_][A-Za-z_ ]*?:\s+[^\s]+"
+_STARTS = {"start": r"Training starts at step (\d+)", "per_device_batch": r"local batch size (\d+)",
+           "global_batch": r"global batch size (\d+)",
+           "grad_accum": r"gradient accumulation steps (\d+)",
+           "seq_len": r"sequence length (\d+)", "max_steps": r"total steps (\d+)"}
+_NAMES = {"loss": "train/loss", "grad_norm": "train/grad_norm", "memory": "train/memory_gib",
+          "tps": "train/tps_per_device", "wps": "train/tps_per_device",
+          "tflops": "train/tflops_per_device", "mfu": "train/mfu"}
+
+
+def claims(head: str) -> bool:
+    """Whether a file's beginning holds torchtitan's ``[titan] <date>`` log lines."""
+    return bool(re.search(_TITAN, head))
+
+
+def files(path: Path) -> list[Path]:
+    return _lines.log_files(path, claims)
+
+
+def sniff(path: Path) -> bool:
+    return bool(files(path))
+
+
+def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
+    """Every point of the torchtitan log(s) at ``path``."""
+    logs = files(path) or ([path] if path.is_file() else [])
+    if not logs:
+        raise InputError(f"{path}: no torchtitan log found (lines like '[titan] 2025-01-01 "
+                         "12:00:00,000 - root - INFO - step: 10  loss: 9.6123 ...')")
+    parts: list[pl.DataFrame] = []
+    findings: list[Finding] = []
+    for index, file in enumerate(logs):
+        lines = _lines.read_lines(file, _parse)
+        parts.append(lines.rows.with_columns(pos=pl.col("line") + (index << 40)))
+        findings += lines.findings(file)
+    rows = pl.concat(parts, how="diagonal_relaxed").sort("pos")
+    rows = rows.with_columns(_lines.number_legs(rows, launch="launch", stepped="is_train"))
+    pairs = (rows.filter(pl.col("step").is_not_null())
+             .select("pos", "step", "wall_time", "leg", "is_train",
+                     pair=pl.col("message").str.extract_all(_PAIR)).explode("pair"))
+    pairs = pairs.with_columns(key=pl.col("pair").str.extract(r"^([^:]+):", 1).str.strip_chars(),
+                               raw=pl.col("pair").str.extract(r":\s+(\S+)$", 1))
+    pairs = pairs.filter(~pl.col("key").str.ends_with("step"))
+    if pairs.is_empty():
+        raise InputError(f"{path}: no torchtitan 'step: N  loss: X' line could be read")
+    scalars, bad = _points(pairs)
+    findings += [f for f in [_lines.unparsed_finding(logs[0], rows.join(bad, on="pos", how="semi")
+                                                     .select("line", "text"), "torchtitan steps")]
+                 if f]
+    aliases = {m: k for k, m in _NAMES.items() if k != "wps"}
+    aliases.update({"train/memory_pct": "memory (%)", "eval/loss": "validate loss"})
+    return RawLog(source="torchtitan", path=path, scalars=scalars, step_unit="optimizer",
+                  facts=_facts(rows, logs), findings=findings, files=logs, aliases=aliases,
+                  leg_starts=_leg_starts(rows))
+
+
+def _parse(frame: pl.DataFrame) -> pl.DataFrame:
+    text = pl.col("text")
+    rows = frame.filter(text.str.contains("[titan]", literal=True)).with_columns(
+        text=_lines.clean_text(text))
+    message = text.str.extract(r" - [A-Z]+ - (.*)$", 1)
+    step = message.str.extract(r"^(?:validate )?step:\s*(\d+)", 1).cast(pl.Int64)
+    starts = {name: message.str.extract(pattern, 1).cast(pl.Int64)
+              for name, pattern in _STARTS.items()}
+    out = rows.with_columns(message=message, step=step, wall_time=_lines.timestamp(text),
+                            is_train=message.str.starts_with("step:"), **starts)
+    out = out.with_columns(launch=pl.col("start").is_not_null())
+    return out.filter(pl.col("step").is_not_null() | pl.col("launch"))
+
+
+def _points(pairs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """RAW rows of every ``key: value`` pair, and the rows whose values did not parse."""
+    memory_pct = pl.col("raw").str.extract(r"\(([\d.]+)%\)", 1).cast(pl.Float64, strict=False)
+    raw = pl.when(pl.col("key") == "memory").then(pl.col("raw").str.extract(r"^([\d.]+)", 1)) \
+        .otherwise("raw")
+    pairs = pairs.with_columns(value=_lines.number(raw), pct=memory_pct)
+    name = pl.col("key").replace_strict(_NAMES, default=pl.lit("train/") + pl.col("key")
+                                        .str.replace_all(" ", "_"), return_dtype=pl.String)
+    name = pl.when(pl.col("is_train")).then(name).otherwise(
+        pl.lit("eval/") + pl.col("key").str.replace_all(" ", "_"))
+    name = pl.when(~pl.col("is_train") & (pl.col("key") == "memory")) \
+        .then(pl.lit("eval/memory_gib")).otherwise(name)
+    bad = pairs.filter(pl.col("value").is_null() & (pl.col("raw") != "N/A")).select("pos")
+    main = pairs.select(metric=name, value="value", step="step", wall_time="wall_time", leg="leg")
+    pct = pairs.filter(pl.col("pct").is_not_null()).select(
+        metric=pl.when("is_train").then(pl.lit("train/memory_pct"))
+        .otherwise(pl.lit("eval/memory_pct")), value="pct", step="step",
+        wall_time="wall_time", leg="leg")
+    scalars = pl.concat([main, pct]).filter(pl.col("value").is_not_null())
+    return scalars.with_columns(pl.col("leg").cast(pl.Int32)), bad.unique()
+
+
+def _facts(rows: pl.DataFrame, logs: list[Path]) -> dict[str, Fact[Any]]:
+    starts = rows.filter("launch").tail(1)
+    facts: dict[str, Fact[Any]] = {}
+    for name in _STARTS:
+        if name != "start" and starts.height and starts[name][0] is not None:
+            phrase = _STARTS[name].split(" (", 1)[0]
+            facts[name] = Fact(int(starts[name][0]), f"{logs[-1].name}: Training starts at "
+                                                     f"step ..., {phrase}")
+    steps = rows.filter("is_train").get_column("step")
+    if steps.len():
+        facts["global_step"] = Fact(int(steps.max()), f"{logs[-1].name}: last step")  # type: ignore[arg-type]
+    return facts
+
+
+def _leg_starts(rows: pl.DataFrame) -> dict[int, int]:
+    starts = rows.filter("launch").group_by("leg").agg(pl.col("start").last())
+    return {leg: start for leg, start in starts.iter_rows() if leg > 0}

@@ -1,0 +1,266 @@
+"""The hf-stdout source on the real Trainer stdout (train.log) of the checked-in HF runs."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import runcompare as rc
+from runcompare.errors import InputError, MissingInfoError
+from runcompare.legs import resolve_legs
+from runcompare.sources import _lines, hf_stdout, hf_trainer
+
+from .conftest import DATA, SAMPLES
+
+TEXT = DATA / "text"
+RUNS = [SAMPLES / "attn", SAMPLES / "mamba", DATA / "hf_ddp", DATA / "hf_tokens",
+        DATA / "hf_global32", DATA / "hf_resumed", DATA / "hf_resumed_noskip"]
+
+
+def _state_points(run: Path) -> list[tuple[str, int, float]]:
+    """(metric, step, value) of every log_history value, sorted (epoch repeats per entry)."""
+    history = json.loads((run / "trainer_state.json").read_text())["log_history"]
+    return sorted((hf_trainer.canonical_name(k), e["step"], float(v)) for e in history
+                  for k, v in e.items() if k != "step")
+
+
+def _stdout_points(raw) -> list[tuple[str, int, float]]:
+    kept, _ = resolve_legs(raw.scalars, starts=raw.leg_starts)
+    return sorted(kept.select("metric", "step", "value").iter_rows())
+
+
+def _keys(points: list[tuple[str, int, float]]) -> list[tuple[str, int]]:
+    return [(m, s) for m, s, _ in points]
+
+
+def _four_digits(printed: float, exact: float) -> bool:
+    """``printed`` is ``exact`` written with 4 significant digits (transformers 5.x)."""
+    if exact == 0 or not math.isfinite(exact):
+        return printed == exact
+    return abs(printed - exact) <= 0.5 * 10 ** (math.floor(math.log10(abs(exact))) - 3) * 1.0001
+
+
+@pytest.mark.parametrize("run", RUNS, ids=lambda p: p.name)
+def test_stdout_alone_gives_the_points_of_trainer_state_json(run):
+    raw = hf_stdout.read(run)
+    assert raw.source == "hf-stdout" and raw.step_unit == "optimizer"
+    printed = _stdout_points(raw)
+    # the Trainer logs total_flos in trainer_state.json but does not print it
+    state = [p for p in _state_points(run) if p[0] != "train/total_flos"]
+    assert _keys(printed) == _keys(state)
+    wrong = [(p, s) for p, s in zip(printed, state) if not _four_digits(p[2], s[2])]
+    assert wrong == []
+
+
+def test_the_sample_run_loaded_from_stdout_only():
+    run = rc.load(SAMPLES / "attn", source="hf-stdout", cache=False)
+    assert run.format == "hf-stdout" and run.sources == ["hf-stdout"]
+    loss = run.scalars.filter(metric="train/loss")
+    assert loss.get_column("step").to_list() == list(range(5, 101, 5))
+    assert loss.get_column("value")[0] == 5.531
+    assert run.scalars.filter(metric="eval/loss").get_column("step").to_list() == [25, 50, 75, 100]
+    batch = run.batch
+    assert (batch.per_device_batch.value, batch.grad_accum.value, batch.global_batch.value) == \
+        (2, 8, 16)
+    assert batch.grad_accum.source == "train.log: Gradient Accumulation steps"
+    assert run.facts["max_steps"].value == 100 and run.facts["max_steps"].kind == "logged"
+    assert run.aliases["train/loss"] == "loss" and run.aliases["train/epoch"] == "epoch"
+
+
+def test_ddp_world_size_follows_from_the_info_block():
+    run = rc.load(DATA / "hf_ddp", source="hf-stdout", cache=False)
+    assert run.batch.global_batch.value == 16
+    assert run.batch.world_size.value == 2  # 16 / (4 per device × 2 accumulation)
+
+
+def test_token_counter_becomes_the_tokens_axis():
+    run = rc.load(DATA / "hf_tokens", source="hf-stdout", cache=False)
+    last = run.frame(x="tokens").filter(metric="train/loss").sort("step").tail(1)
+    assert last.select("step", "tokens").row(0) == (30, 30_720)
+
+
+def test_resumed_run_has_two_legs_and_the_resume_step():
+    raw = hf_stdout.read(DATA / "hf_resumed")
+    assert raw.leg_starts == {1: 21}  # "Resuming training from checkpoint ... global step 20"
+    legs = raw.scalars.filter(metric="train/loss").group_by("leg").agg(
+        pl.col("step").min().alias("first"), pl.col("step").max().alias("last")).sort("leg")
+    assert legs.rows() == [(0, 2, 30), (1, 22, 40)]
+    run = rc.load(DATA / "hf_resumed", source="hf-stdout", cache=False)
+    assert run.scalars.filter(metric="train/loss").get_column("step").to_list() == \
+        list(range(2, 41, 2))
+    assert {f.code for f in run.findings} >= {"duplicates-dropped"}
+
+
+def test_summary_rates_are_facts_only_when_the_global_batch_is_not_printed(tmp_path):
+    log = _without(SAMPLES / "attn", tmp_path, r"\[transformers\] .*= .*\n")
+    raw = hf_stdout.read(log)
+    assert "global_batch" not in raw.facts
+    assert raw.facts["train_samples_per_second"].value == 149.1
+    assert raw.facts["train_steps_per_second"].source == \
+        "train.log: summary dict at step 100: train_steps_per_second"
+
+
+def _without(run: Path, tmp_path: Path, pattern: str, replace: str = "") -> Path:
+    """A copy of ``run``/train.log with every match of ``pattern`` replaced."""
+    text = (run / "train.log").read_bytes().decode()
+    out = tmp_path / run.name / "train.log"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(re.sub(pattern, replace, text).encode())
+    return out
+
+
+BAR = r"[^\r\n{]*\d+/\d+ \[[^\]]*\](?:\x1b\[A)?"
+
+
+def test_without_bar_and_info_block_logging_steps_must_be_given(tmp_path):
+    log = _without(SAMPLES / "attn", tmp_path, BAR + r"|\[transformers\][^\n]*\n")
+    with pytest.raises(MissingInfoError, match=r"--set logging_steps=N"):
+        hf_stdout.read(log)
+    raw = hf_stdout.read(log, hints={"logging_steps": 5, "eval_steps": 25})
+    assert _stdout_points(raw) == _stdout_points(hf_stdout.read(SAMPLES / "attn"))
+
+
+def test_without_a_bar_logging_steps_follows_from_epochs_and_steps_per_epoch(tmp_path):
+    log = _without(SAMPLES / "attn", tmp_path, BAR)
+    raw = hf_stdout.read(log)
+    message = next(f.message for f in raw.findings if f.code == "logging-steps-from-epoch")
+    assert "logging_steps 5 inferred from the epoch advance" in message
+    assert _stdout_points(raw) == _stdout_points(hf_stdout.read(SAMPLES / "attn"))
+
+
+def test_without_eval_steps_an_eval_takes_the_step_of_the_train_log_with_its_epoch(tmp_path):
+    log = _without(SAMPLES / "attn", tmp_path, BAR)
+    raw = hf_stdout.read(log, hints={"logging_steps": "5"})  # --set gives strings
+    evals = raw.scalars.filter(metric="eval/loss").get_column("step").to_list()
+    assert evals == [25, 50, 75, 100]
+
+
+def test_without_bar_and_info_block_a_resume_of_4x_counts_from_the_resume_step(tmp_path):
+    log = _without(DATA / "hf_resumed", tmp_path, BAR)
+    text = log.read_text().replace(
+        "Resuming training from checkpoint with epoch 0 and global step 20",
+        "Continuing training from global step 20")
+    log.write_text(text)
+    raw = hf_stdout.read(log, hints={"logging_steps": 2, "eval_steps": 10})
+    assert raw.leg_starts == {1: 21}
+    assert _stdout_points(raw) == _stdout_points(hf_stdout.read(DATA / "hf_resumed"))
+
+
+def test_a_wrong_logging_steps_is_reported_and_the_bar_wins():
+    raw = hf_stdout.read(SAMPLES / "attn", hints={"logging_steps": 4})
+    assert [f.code for f in raw.findings] == ["step-mismatch"]
+    assert raw.scalars.filter(metric="train/loss").get_column("step")[0] == 5
+
+
+def test_a_bar_over_micro_steps_is_divided_by_the_accumulation(tmp_path):
+    log = _without(SAMPLES / "attn", tmp_path, r"(\d+)/100 \[",
+                   lambda m: f"{int(m.group(1)) * 8}/800 [")  # type: ignore[arg-type]
+    raw = hf_stdout.read(log)
+    assert "bar-counts-micro-steps" in [f.code for f in raw.findings]
+    assert _stdout_points(raw) == _stdout_points(hf_stdout.read(SAMPLES / "attn"))
+
+
+def test_epoch_that_disagrees_with_the_steps_is_reported(tmp_path):
+    log = _without(SAMPLES / "attn", tmp_path, BAR)  # a wrong logging_steps, nothing to check it
+    raw = hf_stdout.read(log, hints={"logging_steps": 10, "eval_steps": 50})
+    assert "epoch-mismatch" in [f.code for f in raw.findings]
+
+
+def test_transformers_4x_numeric_dicts():
+    raw = hf_stdout.read(TEXT / "hf4x_attn")
+    points = _stdout_points(raw)
+    state = [p for p in _state_points(SAMPLES / "attn") if p[0] != "train/total_flos"]
+    assert _keys(points) == _keys(state)
+    value = {(m, s): v for m, s, v in points}
+    exact = {(m, s): v for m, s, v in state}
+    assert value[("train/loss", 5)] == 5.5313 and value[("train/epoch", 5)] == 0.08
+    assert value[("train/grad_norm", 5)] == exact[("train/grad_norm", 5)]  # full precision
+
+
+def test_damaged_log_keeps_every_good_dict_and_reports_the_rest(tmp_path):
+    log = _without(SAMPLES / "attn", tmp_path, r"\Z", "")
+    with log.open("ab") as handle:
+        handle.write(b"\xff\xfe\x00 binary \x80 junk\n" + b"x" * 3_000_000 + b"\n"
+                     + b"{'loss': '2.1', 'grad_norm': \n{'loss': 'oops', 'epoch': '1.6'}\n")
+    raw = hf_stdout.read(log)
+    assert _stdout_points(raw) == _stdout_points(hf_stdout.read(SAMPLES / "attn"))
+    codes = {f.code: f.message for f in raw.findings}
+    assert "not-utf8" in codes
+    assert re.search(r"2 lines looked like Trainer log dicts .*line 111: \{'loss': '2.1'.*line 112",
+                     codes["unparsed-lines"])
+
+
+def test_empty_file_and_a_file_without_dicts_are_input_errors(tmp_path):
+    empty = tmp_path / "empty.log"
+    empty.write_text("")
+    with pytest.raises(InputError, match="empty file"):
+        hf_stdout.read(empty)
+    plain = tmp_path / "plain.log"
+    plain.write_text("hello\nworld\n")
+    assert not hf_stdout.sniff(plain)
+    with pytest.raises(InputError, match="no Trainer log dict"):
+        hf_stdout.read(plain)
+
+
+def test_sniff_claims_train_log_but_not_wandb_copies(tmp_path):
+    assert hf_stdout.files(SAMPLES / "attn") == [SAMPLES / "attn" / "train.log"]
+    wandb = next((SAMPLES / "attn" / "wandb").glob("offline-run-*"))
+    assert not hf_stdout.sniff(wandb / "files" / "output.log") if (
+        wandb / "files" / "output.log").exists() else True
+    copy = tmp_path / "wandb" / "run-20260101_000000-abcd1234" / "files" / "output.log"
+    copy.parent.mkdir(parents=True)
+    shutil.copy(SAMPLES / "attn" / "train.log", copy)
+    assert not hf_stdout.sniff(copy)
+    assert not hf_stdout.sniff(SAMPLES / "attn" / "wandb")
+
+
+def test_a_log_cut_right_after_a_dict_puts_it_one_logging_interval_on(tmp_path):
+    text = (SAMPLES / "attn" / "train.log").read_bytes().decode()
+    twelfth = [m.end() for m in re.finditer(r"\{'loss'[^}]*\}", text)][11]
+    log = tmp_path / "train.log"
+    log.write_bytes(text[:twelfth].encode() + b"\nKilled\n")
+    raw = hf_stdout.read(log)
+    assert raw.scalars.filter(metric="train/loss").get_column("step").to_list()[-2:] == [55, 60]
+    assert {f.code for f in raw.findings} & {"step-from-interval", "logging-steps-from-epoch"}
+
+
+def test_without_info_logging_a_restart_shows_as_the_bar_starting_again(tmp_path):
+    log = _without(DATA / "hf_resumed", tmp_path, r"\[transformers\][^\n]*\n")
+    raw = hf_stdout.read(log)
+    assert raw.scalars.get_column("leg").unique().sort().to_list() == [0, 1]
+    assert raw.leg_starts == {}  # the first step leg 1 logged (22) starts it
+    assert _stdout_points(raw) == _stdout_points(hf_stdout.read(DATA / "hf_resumed"))
+
+
+def test_buffered_stdout_dicts_in_blocks_are_counted_not_read_off_the_bar(tmp_path):
+    """``python train.py > log`` without -u: stdout (the dicts) reaches the file in blocks,
+    long after the stderr bar redraws that followed each of them."""
+    text = (SAMPLES / "attn" / "train.log").read_bytes().decode()
+    dicts = re.findall(r"\{'(?:loss|eval_loss)'[^}]*\}", text)
+    rest = re.sub(r"\{'(?:loss|eval_loss)'[^}]*\}\n", "", text)
+    cut = rest.index("Training completed")
+    log = tmp_path / "train.log"
+    log.write_bytes((rest[:cut] + "\n".join(dicts) + "\n" + rest[cut:]).encode())
+    raw = hf_stdout.read(log)
+    assert "stdout-buffered" in [f.code for f in raw.findings]
+    assert _stdout_points(raw) == _stdout_points(hf_stdout.read(SAMPLES / "attn"))
+
+
+def test_small_chunks_give_the_same_points(monkeypatch):
+    whole = {run: _stdout_points(hf_stdout.read(run)) for run in RUNS[:1] + RUNS[-2:]}
+    monkeypatch.setattr(_lines, "CHUNK_BYTES", 600)
+    for run, points in whole.items():
+        assert _stdout_points(hf_stdout.read(run)) == points
+
+
+def test_beside_trainer_state_the_stdout_adds_facts_without_conflicts():
+    run = rc.load(SAMPLES / "attn", cache=False)
+    assert "hf-stdout" in run.sources and run.format != "hf-stdout"
+    assert not [f for f in run.findings if f.code == "fact-conflict"]
+    assert run.facts["steps_per_epoch"].source == "train.log: Num update steps per epoch"

@@ -1,0 +1,131 @@
+"""The megatron source on logs written to Megatron-LM's print format (tests/data/text/README.md)."""
+
+from __future__ import annotations
+
+import math
+
+import polars as pl
+import pytest
+
+import runcompare as rc
+from runcompare.errors import InputError
+from runcompare.legs import resolve_legs
+from runcompare.sources import _lines, megatron
+
+from .conftest import DATA
+
+RAMP = DATA / "text" / "megatron_ramp"
+RESTART = DATA / "text" / "megatron_restart"
+
+
+def test_train_line_fields_become_canonical_metrics():
+    raw = megatron.read(RAMP)
+    assert raw.source == "megatron" and raw.step_unit == "optimizer"
+    first = dict(raw.scalars.filter(step=10).select("metric", "value").iter_rows())
+    assert first["train/loss"] == pytest.approx(9.189654) and raw.aliases["train/loss"] == "lm loss"
+    assert first["train/consumed_samples"] == 320 and first["train/global_batch_size"] == 32
+    assert first["train/learning_rate"] == 3e-5 and first["train/iteration_time_ms"] == 815.3
+    assert first["train/tflops_per_gpu"] == 180.2 and first["train/grad_norm"] == 0.9
+    assert first["train/skipped_iterations"] == 0 and first["train/nan_iterations"] == 0
+    loss = raw.scalars.filter(metric="train/loss")
+    assert loss.get_column("step").to_list() == list(range(10, 201, 10))
+    assert loss.get_column("wall_time")[0] == 1709283608.0  # 2024-03-01 09:00:08 read as UTC
+
+
+def test_validation_and_test_lines():
+    raw = megatron.read(RAMP)
+    evals = raw.scalars.filter(metric="eval/loss")
+    assert evals.get_column("step").to_list() == [50, 100, 150, 200]
+    assert evals.get_column("value")[0] == pytest.approx(5.741461)
+    assert raw.scalars.filter(metric="eval/ppl").get_column("value")[0] == pytest.approx(311.5192)
+    assert raw.scalars.filter(metric="test/loss").select("step", "value").rows() == \
+        [(200, pytest.approx(2.364496))]
+
+
+def test_batch_ramp_gives_the_exact_samples_axis_from_consumed_samples():
+    run = rc.load(RAMP, source="megatron", cache=False)
+    loss = run.frame(x="samples").filter(metric="train/loss").sort("step")
+    # 31 steps of 32, 8 of 64 ... (--rampup-batch-size 32 32 3000): not step × 128
+    assert dict(loss.select("step", "samples").iter_rows())[40] == 1536
+    assert loss.get_column("samples")[-1] == 21_184
+    assert run.axis_sources["samples"] == "logged counter consumed samples"
+    assert "batch-ramp" in [f.code for f in run.findings]
+
+
+def test_arguments_block_gives_config_facts():
+    facts = megatron.read(RAMP).facts
+    assert facts["per_device_batch"].value == 4 and facts["per_device_batch"].kind == "config"
+    assert facts["per_device_batch"].source == "train.log: arguments: micro_batch_size"
+    assert (facts["seq_len"].value, facts["tensor_parallel"].value, facts["world_size"].value) == \
+        (1024, 2, 16)
+    assert facts["global_batch"].value == 128 and facts["max_steps"].value == 200
+    assert facts["logging_steps"].value == 10 and facts["global_step"].value == 200
+    run = rc.load(RAMP, source="megatron", cache=False)
+    assert run.batch.grad_accum.value == 4  # 128 ÷ (4 micro × 16 ÷ 2 tensor-parallel)
+
+
+def test_global_batch_from_the_lines_when_there_is_no_arguments_block(tmp_path):
+    text = RAMP.joinpath("train.log").read_text()
+    lines = [line for line in text.splitlines() if " iteration " in line and "|" in line]
+    (tmp_path / "train.log").write_text("\n".join(lines) + "\n")
+    raw = megatron.read(tmp_path)
+    assert raw.facts["global_batch"].value == 128
+    assert raw.facts["global_batch"].source == "train.log: global batch size (iteration 200)"
+    ramp = next(f for f in raw.findings if f.code == "batch-ramp")
+    assert "from 32 to 128 in 3 change(s) (first at iteration 40)" in ramp.message
+    train = raw.scalars.filter(pl.col("metric").str.starts_with("train/"))
+    assert train.get_column("wall_time").null_count() == 0
+
+
+def test_restart_appended_to_the_same_file_is_a_second_leg():
+    raw = megatron.read(RESTART)
+    assert raw.leg_starts == {1: 101}  # "successfully loaded checkpoint ... at iteration 100"
+    legs = raw.scalars.filter(metric="train/loss").group_by("leg").agg(
+        pl.col("step").min().alias("first"), pl.col("step").max().alias("last")).sort("leg")
+    assert legs.rows() == [(0, 10, 130), (1, 110, 200)]  # 131 was cut before its loss
+    kept, _ = resolve_legs(raw.scalars, starts=raw.leg_starts)
+    steps = kept.filter(metric="train/loss").sort("step").get_column("step").to_list()
+    assert steps == list(range(10, 201, 10))
+    assert raw.scalars.get_column("wall_time").null_count() == raw.points  # no timestamps
+    assert raw.scalars.filter(metric="train/nan_iterations", step=150).get_column("value")[0] == 1
+    assert raw.scalars.filter(metric="test/loss").get_column("step").to_list() == [200]
+
+
+def test_truncated_line_and_garbage_are_reported_not_fatal():
+    findings = {f.code: f.message for f in megatron.read(RESTART).findings}
+    assert "1 line looked like Megatron-LM log lines" in findings["unparsed-lines"]
+    assert "line 31:  iteration      131/" in findings["unparsed-lines"]
+    assert "1 of 69 lines hold bytes that are not UTF-8 (first at line 69)" in findings["not-utf8"]
+
+
+def test_small_chunks_give_the_same_result(monkeypatch):
+    whole = megatron.read(RESTART)
+    monkeypatch.setattr(_lines, "CHUNK_BYTES", 700)
+    chunked = megatron.read(RESTART)
+    assert chunked.scalars.equals(whole.scalars)
+    assert chunked.leg_starts == whole.leg_starts and chunked.facts == whole.facts
+
+
+def test_megabyte_lines_and_an_empty_file(tmp_path):
+    text = RAMP.joinpath("train.log").read_text()
+    (tmp_path / "train.log").write_text("x" * 2_000_000 + "\n" + text + "|" * 1_000_000 + "\n")
+    assert megatron.read(tmp_path).points == megatron.read(RAMP).points
+    empty = tmp_path / "empty" / "train.log"
+    empty.parent.mkdir()
+    empty.write_text("")
+    assert not megatron.sniff(empty.parent)
+    with pytest.raises(InputError, match="empty file"):
+        megatron.read(empty)
+
+
+def test_nan_loss_is_kept_and_a_word_for_a_number_is_reported(tmp_path):
+    text = RAMP.joinpath("train.log").read_text()
+    text = text.replace("lm loss: 9.189654E+00", "lm loss: NAN", 1)
+    text = text.replace("grad norm: 0.850", "grad norm: oops", 1)
+    (tmp_path / "train.log").write_text(text)
+    raw = megatron.read(tmp_path)
+    loss = raw.scalars.filter(metric="train/loss", step=10).get_column("value")[0]
+    assert math.isnan(loss)  # as logged
+    assert raw.scalars.filter(metric="train/grad_norm", step=20).is_empty()
+    unparsed = next(f.message for f in raw.findings if f.code == "unparsed-lines")
+    assert "1 line looked like" in unparsed and "iteration       20/" in unparsed
