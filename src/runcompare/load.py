@@ -126,16 +126,20 @@ def _folder_name(path: Path) -> str:
     return folder.name
 
 
-def _chosen(raws: list[RawLog]) -> RawLog:
+def _chosen(raws: list[RawLog], duplicates: str = "all") -> RawLog:
     """The source whose points a run shows: a structured log before printed text (whose values
-    are rounded), then the most points, then the preferred source; never a facts-only source
-    (a config file beside the logs)."""
+    are rounded), then the most points once restarts are resolved, then the preferred source;
+    never a facts-only source (a config file beside the logs)."""
     with_points = [raw for raw in raws if not _flag(raw.source, "FACTS_ONLY")]
     if not with_points:
         raise NoLogsFoundError(f"{raws[0].path}: only a configuration ({raws[0].source}) was "
                                "found, no logged points; point runcompare at the run's logs")
-    return max(with_points, key=lambda raw: (not _flag(raw.source, "PRINTED") and raw.points > 0,
-                                             raw.points))
+
+    def rank(raw: RawLog) -> tuple[bool, int]:
+        kept = resolve_legs(raw.scalars, policy=duplicates, starts=raw.leg_starts)[0].height
+        return not _flag(raw.source, "PRINTED") and kept > 0, kept
+
+    return max(with_points, key=rank)
 
 
 def _flag(source: str, name: str) -> bool:
@@ -160,7 +164,7 @@ def _hints(path: Path, user: Mapping[str, Fact[Any]]) -> dict[str, object]:
 def _build(path: Path, name: str, user: Mapping[str, Fact[Any]], raws: list[RawLog],
            findings: list[Finding], duplicates: str,
            stated: Mapping[str, Fact[Any]] | None = None) -> Run:
-    chosen = _chosen(raws)
+    chosen = _chosen(raws, duplicates)
     facts, conflicts = merge_facts(user, stated or {}, *_sidecar(path, name),
                                    *(raw.facts for raw in raws), run=name)
     batch, derived = resolve_batch(facts, run=name)

@@ -117,9 +117,9 @@ def print_comparison(comparison: Comparison, console: Console,
                       f"(compared on {comparison.x})")
     for name, members in comparison.groups.items():
         console.print(f"seed group {name}: {', '.join(members)}")
-    # a run's own info findings (which sources were merged, ...) are for `inspect`
+    # a run's own info findings (sources merged, points a restart overrode) are for `inspect`
     _findings(console, [f for f in comparison.finding_list
-                        if f.level != "info" or f.run is None or f.code != "sources-merged"])
+                        if f.level != "info" or f.run is None])
     if report:
         console.print(f"report: {report}")
 
