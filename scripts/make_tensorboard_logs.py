@@ -120,13 +120,17 @@ def tb_writer(out: Path) -> None:
 
 
 def seeds(out: Path) -> None:
-    """A logdir of three runs, one folder per seed, as TensorBoard shows them."""
+    """A logdir of three runs, one folder per seed, as TensorBoard shows them; each states its
+    configuration with ``add_hparams`` (identical but for the seed: a seed group)."""
     from torch.utils.tensorboard import SummaryWriter
 
     for seed in range(3):
         writer = SummaryWriter(str(out / "seeds" / f"seed{seed}"))
         for step in range(1, 21):
             writer.add_scalar("train/loss", loss(step, seed), step)
+        writer.add_hparams({"seed": seed, "per_device_train_batch_size": 8,
+                            "gradient_accumulation_steps": 2, "learning_rate": 3e-4},
+                           {"hparam/final_loss": loss(20, seed)})
         writer.close()
 
 

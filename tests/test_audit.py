@@ -86,3 +86,14 @@ def test_transformers_before_the_loss_fix_with_accumulation():
     # two runs of the same, current release raise nothing of the kind
     assert "loss-normalisation-changed" not in {
         f.code for f in audit(rc.load_many([SAMPLES / "mamba", SAMPLES / "attn"]), x="tokens")}
+
+
+def test_a_step_that_counts_log_calls_is_not_an_optimizer_step():
+    # a real offline W&B run logged without a step metric, against an HF Trainer run
+    plain = next(r for r in rc.load_many([DATA / "wandb" / "project" / "wandb"])
+                 if r.name == "plain")
+    assert plain.step_unit == "log_call"
+    (finding,) = [f for f in audit([plain, rc.load(SAMPLES / "attn")], x="step")
+                  if f.code == "step-unit-mismatch"]
+    assert "plain counts log_call, attn counts optimizer" in finding.message
+    assert "--set RUN:step_metric=NAME" in finding.message

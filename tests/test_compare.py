@@ -79,3 +79,20 @@ def test_findings_frame_and_pandas(runs):
     frame = result.findings
     assert "global-batch-mismatch" in frame["code"].to_list()
     assert list(frame.to_pandas().columns) == ["level", "code", "message", "run"]
+
+
+def test_runs_identical_but_for_the_seed_form_a_group_with_bands():
+    # a real TensorBoard logdir: three runs whose add_hparams differ only in the seed
+    seeds = rc.load_many([DATA / "tensorboard" / "seeds"])
+    assert [run.facts["seed"].value for run in seeds] == [0, 1, 2]
+    result = rc.compare(seeds, x="step", metrics=["train/loss"])
+    assert result.groups == {"seeds": ["seed0", "seed1", "seed2"]}
+    band = result.bands.filter(x=10.0)
+    values = [run.scalars.filter(metric="train/loss", step=10)["value"].item() for run in seeds]
+    assert band["n"].item() == 3
+    assert band["mean"].item() == pytest.approx(sum(values) / 3)
+    assert (band["min"].item(), band["max"].item()) == (min(values), max(values))
+
+
+def test_runs_that_differ_in_more_than_the_seed_are_not_grouped(runs):
+    assert rc.compare(runs, x="tokens").groups == {}

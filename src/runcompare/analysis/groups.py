@@ -55,8 +55,9 @@ def auto_groups(runs: Sequence[Run]) -> dict[str, list[str]]:
 
 
 def _group_name(names: list[str], taken: Iterable[str]) -> str:
-    """What the names share, without a trailing seed marker: seed1, seed2 → 'seed'-less stem."""
-    stem = re.sub(r"[-_./ ]*(seed|s|run)?[-_]?$", "", os.path.commonprefix(names)) or names[0]
+    """What the names share without a trailing seed marker (mamba-seed1, mamba-seed2 → mamba);
+    "seeds" when they share nothing else."""
+    stem = re.sub(r"[-_./ ]*(seed|s|run)?[-_]?$", "", os.path.commonprefix(names)) or "seeds"
     name, i = stem, 2
     while name in taken:
         name, i = f"{stem}-{i}", i + 1
