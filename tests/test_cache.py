@@ -1,4 +1,4 @@
-"""The parquet cache of parsed runs: round trip, invalidation, and a cache that cannot be written."""
+"""The parquet cache of parsed runs: round trip, invalidation, a cache that cannot be written."""
 
 from __future__ import annotations
 

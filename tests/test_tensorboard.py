@@ -62,7 +62,8 @@ REAL_FILES = sorted(f for f in [*TB.rglob("*tfevents*"), *SAMPLES.glob("*/runs/*
                     if "damaged" not in f.parts)
 
 
-@pytest.mark.parametrize("file", REAL_FILES, ids=lambda f: f.parent.parent.name + "/" + f.parent.name)
+@pytest.mark.parametrize("file", REAL_FILES,
+                         ids=lambda f: f.parent.parent.name + "/" + f.parent.name)
 def test_every_scalar_of_every_real_file_matches_tensorboards_own_parser(file):
     assert ours(file) == reference(file)
 

@@ -20,8 +20,19 @@ from typing import Protocol
 
 from ..errors import InputError, NoLogsFoundError, UsageError
 from ..model import RawLog
-from . import axolotl, hf_trainer, lightning, mlflow, tensorboard, wandb
-from . import hf_stdout, megatron, nanogpt, text, torchtitan
+from . import (
+    axolotl,
+    hf_stdout,
+    hf_trainer,
+    lightning,
+    megatron,
+    mlflow,
+    nanogpt,
+    tensorboard,
+    text,
+    torchtitan,
+    wandb,
+)
 
 __all__ = ["REGISTRY", "Source", "detect"]
 

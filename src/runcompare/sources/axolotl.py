@@ -162,7 +162,8 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
     facts, findings = read_config(found[0])
     if len(found) > 1:
         findings.append(Finding("warning", "several-configs",
-                                f"{path}: {len(found)} Axolotl configs ({', '.join(f.name for f in found)}); "
+                                f"{path}: {len(found)} Axolotl configs "
+                                f"({', '.join(f.name for f in found)}); "
                                 f"facts come from {found[0].name}; pass the right one with "
                                 "--config FILE"))
     empty = pl.DataFrame(schema=RAW_SCHEMA)

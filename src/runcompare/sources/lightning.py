@@ -108,7 +108,8 @@ def canonical_name(key: str) -> str:
 
     >>> [canonical_name(k) for k in ("train_loss_step", "train_loss_epoch", "val_loss",
     ...                               "val_acc_epoch", "test/acc", "lr-AdamW", "loss")]
-    ['train/loss', 'train/loss_epoch', 'eval/loss', 'eval/acc', 'test/acc', 'train/learning_rate', 'train/loss']
+    ['train/loss', 'train/loss_epoch', 'eval/loss', 'eval/acc', 'test/acc',
+     'train/learning_rate', 'train/loss']
     """
     if _LR_MONITOR.match(key) or key in ("lr", "learning_rate"):
         return "train/learning_rate"

@@ -73,7 +73,7 @@ def is_database(file: Path) -> bool:
                 conn, file, "SELECT name FROM sqlite_master WHERE type = 'table'", ())}
     except InputError:
         return file.name == DEFAULT_NAME
-    return _TABLES <= names
+    return names >= _TABLES
 
 
 def run_ids(db: Path) -> list[str]:

@@ -43,7 +43,8 @@ class EventFile:
 
     ``scalars`` has columns metric, value, step, wall_time and ``event`` (the event's index
     in the file); ``starts`` lists ``(event index, step)`` of each ``SessionLog.START``;
-    ``texts`` the last text of each text tag (``text_rows`` how many); ``hparams`` the hparams plugin's session values;
+    ``texts`` the last text of each text tag (``text_rows`` how many); ``hparams`` the hparams
+    plugin's session values;
     ``skipped`` counts non-scalar summaries by kind; ``damage`` says what could not be read.
     """
 

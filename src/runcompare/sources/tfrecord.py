@@ -293,7 +293,8 @@ def _chain_crc(buf: np.ndarray, heads: np.ndarray, lens: np.ndarray) -> int:
     """
     fields = np.column_stack((heads + 8, heads + HEADER + lens)).ravel()
     zeros = np.column_stack((np.full(heads.size, _zeros_crc(8), np.uint32), _zeros_crcs(lens)))
-    values = (crc32c.unmask(_u32(buf, fields)) ^ zeros.ravel()).astype("<u4").view(np.uint8).reshape(-1, 4)
+    values = (crc32c.unmask(_u32(buf, fields)) ^ zeros.ravel()).astype("<u4")
+    values = values.view(np.uint8).reshape(-1, 4)
     state = _U32  # google_crc32c's running value for a zero register
     begin, last = int(heads[0]), int(heads[-1] + lens[-1] + HEADER + FOOTER)
     while begin < last:
