@@ -11,7 +11,7 @@ import pytest
 import runcompare as rc
 from runcompare.report.html import render_report
 
-from .conftest import SAMPLES
+from .conftest import DATA, SAMPLES
 
 
 def _comparison(*paths, **kwargs):
@@ -75,3 +75,23 @@ def test_long_traces_are_reduced_for_drawing_keeping_extremes():
     assert len(keep) <= MAX_POINTS + 2
     assert {0, 99_999, 12_345, 67_890} <= set(keep.tolist())
     assert (np.diff(keep) > 0).all()  # in order, no repeats
+
+
+def test_verdict_names_the_first_run_to_the_target_and_the_fairness():
+    from runcompare.report.verdict import verdict
+
+    runs = rc.load_many([SAMPLES / "attn", DATA / "hf_global32"],
+                        settings=["hf_global32:seq_len=64"])
+    fair = rc.compare(runs, x="tokens", metrics=["train/loss"], target=4.5)
+    rows = fair.summary.sort("x_to_target")
+    first, second = rows.row(0, named=True), rows.row(1, named=True)
+    text = verdict(fair)
+    assert text.startswith(f"{first['run']} reaches train/loss ≤ 4.5 first, after "
+                           f"{first['x_to_target']:,.0f} tokens: "
+                           f"{second['x_to_target'] / first['x_to_target']:.2f}× sooner than "
+                           f"{second['run']}")
+    assert "Not a fair comparison as it stands" in text and "lr-not-rescaled" in text
+    on_steps = verdict(rc.compare(runs, x="step", metrics=["train/loss"], target=4.5))
+    assert "global-batch-mismatch" in on_steps
+    matched = verdict(rc.compare(rc.load_many([SAMPLES / "mamba", SAMPLES / "attn"])))
+    assert matched.endswith("No fairness warnings: tokens is a fair axis for these runs.")

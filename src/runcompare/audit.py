@@ -100,7 +100,7 @@ def _step_units(runs: Sequence[Run], x: str) -> list[Finding]:
 
 def _world_size(runs: Sequence[Run], x: str) -> list[Finding]:
     return [Finding("info", "world-size-unknown",
-                    f"{run.name}: the world size is unknown, so its global batch "
+                    f"the world size is unknown, so the global batch "
                     f"({run.batch.global_batch.value or 'unknown'}) cannot be checked against "
                     f"its configuration; pass --set {run.name}:world_size=N", run.name)
             for run in runs if run.batch.world_size.value is None]
@@ -134,7 +134,7 @@ def _padding(runs: Sequence[Run], x: str) -> list[Finding]:
         if counted and str(mode).lower() in ("true", "all"):
             findings.append(Finding(
                 "warning", "padding-counted-as-tokens",
-                f"{run.name}: its tokens axis is the Trainer's num_input_tokens_seen with "
+                "the tokens axis is the Trainer's num_input_tokens_seen with "
                 f"include_num_input_tokens_seen={mode}, which counts padding: with padded "
                 "batches it overstates the tokens trained on. Use "
                 "include_num_input_tokens_seen='non_padding', or drop the counter and pass "

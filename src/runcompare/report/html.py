@@ -214,7 +214,7 @@ _SCRIPT = """
           fill: "tonexty", fillcolor: "rgba(120,120,120,0.18)"}));
         out.push({type: "scatter", mode: "lines", x: b.x, y: b.mean, legendgroup: b.group,
                   name: text(b.group) + " mean (n=" + b.n + ")",
-                  line: {dash: "dash", width: 2}});
+                  line: {dash: "dash", width: 2, color: "#333"}});
       }
     }
     for (const t of chart.traces) {

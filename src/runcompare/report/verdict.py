@@ -11,8 +11,8 @@ __all__ = ["verdict"]
 
 
 def verdict(comparison: Comparison) -> str:
-    """Plain text, e.g. "attn reaches eval/loss ≤ 2.204 first: at 51,200 tokens, 2.00× sooner
-    than mamba (102,400 tokens). No fairness warnings..."."""
+    """Plain text, e.g. "attn reaches eval/loss ≤ 2.204 first, after 51,200 tokens: 2.00×
+    sooner than mamba (after 102,400 tokens). No fairness warnings: ..."."""
     return f"{_race(comparison)} {_fairness(comparison)}"
 
 
@@ -27,14 +27,26 @@ def _race(comparison: Comparison) -> str:
     sign = "≥" if higher_is_better(metric) else "≤"
     target = rows.get_column("target")[0]
     first, x_first = rows.get_column("run")[0], rows.get_column("x_to_target")[0]
-    text = f"{first} reaches {metric} {sign} {fmt(target)} first: at {fmt(x_first)} {x}"
+    text = f"{first} reaches {metric} {sign} {fmt(target)} first, {where(x, x_first)}"
     if rows.height < 2:
         return f"{text}; no other run reaches it."
     second, x_second = rows.get_column("run")[1], rows.get_column("x_to_target")[1]
     if x_second == x_first:
         return f"{text}, tied with {second}."
     ratio = x_second / x_first if x_first else float("inf")
-    return f"{text}, {ratio:.2f}× sooner than {second} ({fmt(x_second)} {x})."
+    return f"{text}: {ratio:.2f}× sooner than {second} ({where(x, x_second)})."
+
+
+def where(x: str, value: float) -> str:
+    """A point on an axis in words.
+
+    >>> where("tokens", 102400.0), where("step", 20.0), where("elapsed", 8.5)
+    ('after 102,400 tokens', 'at step 20', 'after 8.5 s')
+    """
+    phrases = {"step": "at step {}", "micro_step": "at micro-step {}", "epoch": "at epoch {}",
+               "samples": "after {} samples", "tokens": "after {} tokens",
+               "elapsed": "after {} s", "wall_time": "at unix time {}"}
+    return phrases.get(x, f"at {x} {{}}").format(fmt(value))
 
 
 def _fairness(comparison: Comparison) -> str:
