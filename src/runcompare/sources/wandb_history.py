@@ -4,11 +4,16 @@ A HistoryRecord is ``item=1`` (repeated HistoryItem) plus ``step=2`` and bookkee
 Writers put each item as ``0x12 len nested_key 0x82 0x01 len value_json`` (current wandb-core;
 the legacy writer uses ``key``, tag ``0x0A``). :func:`decode_history` walks all records in
 lockstep, one field per record per numpy step, so a file of a million values costs a few dozen
-array operations instead of a Python loop per field; keys and ``value_json`` texts become Arrow
-string views into the file's bytes, and polars parses the numbers (``NaN``, ``Infinity``
-included). A record of any other shape (several ``nested_key`` parts, typed values, damage)
-falls back to :func:`wandb_proto.history_items`, which is also the reference the tests compare
-against.
+array operations instead of a Python loop per field. Records whose fields and items all have
+one-byte tags and lengths (what wandb writes) take :func:`_plain_walk`: one two-byte gather per
+record per step, then every item checked at once, a stretch of items at a time so that their
+bytes are read from memory once (the file is far larger than the CPU cache). Other records take
+:func:`_general_walk` (varints of any length). Keys and ``value_json`` texts become Arrow string
+views into the file's bytes, built from 8-byte words read in the same stretches (texts known to
+be ASCII need no UTF-8 check; equal keys share one view target, which makes later comparisons
+cheap), and polars parses the numbers (``NaN``, ``Infinity`` included). A record of any other
+shape (several ``nested_key`` parts, typed values, damage) falls back to
+:func:`wandb_proto.history_items`, which is also the reference the tests compare against.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from .leveldb_log import Buffer
 from .wandb_proto import ONEOF, ProtoError, history_items
 
 __all__ = ["HISTORY_SCHEMA", "decode_history", "record_types"]
@@ -29,7 +35,7 @@ _MAX_BLOB = 1 << 31
 _ONEOF = np.array(sorted(ONEOF))
 
 
-def decode_history(blob: bytes, starts: np.ndarray,
+def decode_history(blob: Buffer, starts: np.ndarray,
                    ends: np.ndarray) -> tuple[pl.DataFrame, list[tuple[int, str]]]:
     """Items of the HistoryRecord bodies ``blob[starts[i]:ends[i]]``, and ``(i, error)`` for
     the undecodable ones; ``row`` in the frame is ``i``."""
@@ -43,15 +49,15 @@ def decode_history(blob: bytes, starts: np.ndarray,
     buf = np.frombuffer(blob, np.uint8)
     rows, key_at, key_len, value_at, value_len, ok = _walk(buf, starts, ends)
     keep = ok[rows]
-    fast = pl.DataFrame({
-        "row": rows[keep],
-        "key": _strings(blob, buf, key_at[keep], key_len[keep]),
-        "value_json": _strings(blob, buf, value_at[keep], value_len[keep]),
-    }, schema=HISTORY_SCHEMA)
+    if not keep.all():
+        rows, key_at, key_len, value_at, value_len = (
+            column[keep] for column in (rows, key_at, key_len, value_at, value_len))
+    keys, values = _string_columns(blob, buf, [(key_at, key_len), (value_at, value_len)])
+    fast = pl.DataFrame({"row": rows, "key": keys, "value_json": values}, schema=HISTORY_SCHEMA)
     slow_rows, slow_keys, slow_values, errors = [], [], [], []
     for row in np.flatnonzero(~ok).tolist():
         try:
-            items = history_items(blob[starts[row]:ends[row]])
+            items = history_items(bytes(blob[starts[row]:ends[row]]))
         except ProtoError as exc:
             errors.append((row, str(exc)))
             continue
@@ -69,7 +75,62 @@ def record_types(buf: np.ndarray, starts: np.ndarray,
                  ends: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The ``record_type`` field number of each Record ``buf[starts[i]:ends[i]]`` and its
     body's span; -1 where the walk found no type among the first fields or hit bad bytes
-    (:func:`wandb_proto.record_kind` decides those), 0 for a record without a type."""
+    (:func:`wandb_proto.record_kind` decides those), 0 for a record without a type.
+
+    Records of the usual shape (``num=1``, then the type as a one-byte tag) are typed in a
+    few array operations (:func:`_usual_types`); the others walk up to six fields."""
+    kind, body_at, body_end = _usual_types(buf, starts, ends)
+    other = np.flatnonzero(kind < 0)
+    if other.size:
+        kind[other], body_at[other], body_end[other] = _walk_types(buf, starts[other],
+                                                                   ends[other])
+    return kind, body_at, body_end
+
+
+#: Single-byte tags of length-delimited Record fields that are record types.
+_TYPE_TAG = np.zeros(256, bool)
+_TYPE_TAG[[n << 3 | 2 for n in ONEOF if n < 16]] = True
+
+
+def _usual_types(buf: np.ndarray, starts: np.ndarray,
+                 ends: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`record_types` of records that start with an optional ``num`` varint (tag 0x08)
+    and then the record type field with a one-byte tag; -1 for every other record."""
+    if not buf.size:
+        return np.full(len(starts), -1, np.int64), starts * 0, starts * 0
+    last = len(buf) - 1
+    pos = starts.copy()
+    first = buf[np.minimum(pos, last)]
+    numbered = (first == 0x08) & (pos < ends)
+    pos += numbered
+    pos, bad = _skip_varints(buf, pos, numbered, ends, 10)
+    tag = buf[np.minimum(pos, last)]
+    typed = ~bad & (pos + 1 < ends) & _TYPE_TAG[tag]
+    size, after, long_size = _varints(buf, np.minimum(pos + 1, last))
+    body_end = after + size
+    typed &= ~long_size & (body_end <= ends)
+    kind = np.where(typed, (tag >> 3).astype(np.int64), -1)
+    return kind, np.where(typed, after, 0), np.where(typed, body_end, 0)
+
+
+def _skip_varints(buf: np.ndarray, pos: np.ndarray, where: np.ndarray, ends: np.ndarray,
+                  longest: int) -> tuple[np.ndarray, np.ndarray]:
+    """Positions after the varints at ``pos`` (where ``where``; others stay), and a mask of
+    those longer than ``longest`` bytes or running past ``ends``."""
+    last = len(buf) - 1
+    going = where.copy()
+    for _ in range(longest):
+        if not going.any():
+            break
+        more = buf[np.minimum(pos, last)] >= 0x80
+        pos = pos + going
+        going &= more
+    return pos, going | (where & (pos > ends))
+
+
+def _walk_types(buf: np.ndarray, starts: np.ndarray,
+                ends: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`record_types` by walking up to six fields of each record."""
     kind = np.zeros(len(starts), np.int64)
     body_at = np.zeros(len(starts), np.int64)
     body_end = np.zeros(len(starts), np.int64)
@@ -130,10 +191,113 @@ def _field(buf: np.ndarray, at: np.ndarray,
 
 
 def _walk(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Find every item: first the chain of fields of each record (one field of every
-    unfinished record per numpy step), then the inside of all items at once. Items of the
-    common shape are kept; a record with anything unexpected is marked not ``ok`` (and
-    decoded in Python instead)."""
+    """Find every item: ``(rows, key_at, key_len, value_at, value_len, ok)``, items in record
+    order; a record with anything unexpected is marked not ``ok`` (and decoded in Python
+    instead). Records of the plain shape take :func:`_plain_walk`, the others
+    :func:`_general_walk`."""
+    found = _plain_walk(buf, starts, ends)
+    ok = found[-1].copy()
+    other = np.flatnonzero(~ok)
+    if not other.size:
+        return found
+    more = _general_walk(buf, starts[other], ends[other])
+    ok[other] = more[-1]
+    keep = more[-1][more[0]]
+    if not keep.any():
+        return (*found[:-1], ok)
+    rows = found[0]
+    extra = (other[more[0][keep]], *(column[keep] for column in more[1:-1]))
+    # both are sorted by row and hold different rows: merge them
+    at_old = np.arange(len(rows)) + np.searchsorted(extra[0], rows)
+    at_new = np.arange(len(extra[0])) + np.searchsorted(rows, extra[0])
+    merged = []
+    for old, new in zip(found[:-1], extra):
+        column = np.empty(len(old) + len(new), np.int64)
+        column[at_old], column[at_new] = old, new
+        merged.append(column)
+    return (*merged, ok)
+
+
+def _plain_walk(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, ...]:
+    """:func:`_walk` of the records whose every field has a one-byte tag of wire type 2 and a
+    one-byte length, and whose every item is ``(0x12 | 0x0A) len key 0x82 0x01 len value``
+    with one-byte lengths, which is how wandb writes them; ``ok`` is False for the records of
+    any other shape (their items are left out).
+
+    Each numpy step reads one field (a two-byte gather) of every unfinished record; then the
+    items are put in record order and all checked at once, with two four-byte gathers each.
+    """
+    n = len(starts)
+    empty = np.zeros(0, np.int64)
+    if buf.size < 8:
+        return empty, empty, empty, empty, empty, np.zeros(n, bool)
+    plain = np.ones(n, bool)
+    u16 = np.ndarray((buf.size - 1,), "<u2", buf, 0, (1,))
+    rows = np.flatnonzero(starts < ends)
+    at, end = starts[rows], ends[rows]
+    seen = np.zeros(len(rows), np.int64)
+    steps: list[tuple[np.ndarray, ...]] = []
+    while rows.size:
+        word = u16[np.minimum(at, buf.size - 2)]  # tag, length (a clamped read fails below)
+        tag = word & 0xFF
+        after = at + 2 + (word >> 8)
+        good = ((tag & 0x87) == 2) & (tag >= 8) & (word < 0x8000) & (after <= end)
+        item = good & (tag == 0x0A)
+        if item.all():
+            steps.append((rows, seen, at, after))
+            seen = seen + 1
+        else:
+            steps.append((rows[item], seen[item], at[item], after[item]))
+            seen = seen + item
+        more = good & (after < end)
+        if not good.all():
+            plain[rows[~good]] = False
+        if more.all():
+            at = after
+        else:
+            rows, at, end, seen = rows[more], after[more], end[more], seen[more]
+    item_rows, index, item_at, item_end = (np.concatenate(c) for c in zip(*steps)) \
+        if steps else (empty, empty, empty, empty)
+    # record order: the items of record r go to first[r] + their index in it
+    count = np.bincount(item_rows, minlength=n)
+    first = np.cumsum(count) - count
+    where = first[item_rows] + index
+    rows = np.repeat(np.arange(n), count)
+    at, end = np.empty_like(item_at), np.empty_like(item_end)
+    at[where], end[where] = item_at, item_end
+    # inside an item: 0x0A len (0x12 | 0x0A) len key 0x82 0x01 len value, up to its end; a read
+    # clamped at the end of ``buf`` can only belong to an item that fails the length check
+    u32 = np.ndarray((buf.size - 3,), "<u4", buf, 0, (1,))
+    key_len, value_len = np.empty(len(at), np.int64), np.empty(len(at), np.int64)
+    shaped = np.empty(len(at), bool)
+    for lo in range(0, len(at), _CHUNK):  # a stretch of items at a time: its bytes stay cached
+        a, e = at[lo:lo + _CHUNK], end[lo:lo + _CHUNK]
+        head = u32[np.minimum(a, buf.size - 4)]
+        size = (head >> 24).astype(np.int64)
+        key_end = a + 4 + size
+        mark = u32[np.minimum(key_end - 1, buf.size - 4)]
+        key_len[lo:lo + _CHUNK] = size
+        value_len[lo:lo + _CHUNK] = mark >> 24
+        tag = (head >> 16) & 0xFF
+        shaped[lo:lo + _CHUNK] = (((tag == 0x12) | (tag == 0x0A)) & (size < 0x80)
+                                  & (((mark >> 8) & 0xFFFF) == 0x0182) & (mark < 0x80000000)
+                                  & (key_end + 3 + (mark >> 24) == e))
+    key_at = at + 4
+    value_at = key_at + key_len + 3
+    if not shaped.all():
+        plain[rows[~shaped]] = False
+    columns = (rows, key_at, key_len, value_at, value_len)
+    if not plain.all():
+        keep = plain[rows]
+        columns = tuple(column[keep] for column in columns)
+    return (*columns, plain)
+
+
+def _general_walk(buf: np.ndarray, starts: np.ndarray,
+                  ends: np.ndarray) -> tuple[np.ndarray, ...]:
+    """:func:`_walk` field by field with varints of any length: first the chain of fields of
+    each record (one field of every unfinished record per numpy step), then the inside of all
+    items at once."""
     ok = np.ones(len(starts), bool)
     pos = starts.copy()
     spans: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
@@ -166,42 +330,146 @@ def _walk(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.nda
     return rows, key_at, key_len, value_at, value_len, ok
 
 
-def _heads(buf: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """The 12 bytes from each position ``at`` (zeros past the end of ``buf``)."""
-    head = np.zeros((len(at), 12), np.uint8)
-    safe = at <= len(buf) - 12
-    if len(buf) >= 12:
-        head[safe] = np.lib.stride_tricks.sliding_window_view(buf, 12)[at[safe]]
-    for i in np.flatnonzero(~safe).tolist():
-        tail = buf[at[i]:at[i] + 12]
-        head[i, :len(tail)] = tail
-    return head
+#: Items (or texts) handled per step of the loops that read them from the file's bytes.
+_CHUNK = 1 << 15
+#: Masks keeping the first k bytes of a little-endian word.
+_MASK8 = np.array([(1 << 8 * k) - 1 for k in range(9)], np.uint64)
+_HIGH_BITS = np.uint64(0x8080808080808080)
+#: Texts up to this long are read whole with four 8-byte gathers (ASCII checked, keys merged).
+_WORDS = 32
 
 
-def _strings(blob: bytes, buf: np.ndarray, at: np.ndarray, size: np.ndarray) -> pl.Series:
+def _string_columns(blob: Buffer, buf: np.ndarray,
+                    spans: list[tuple[np.ndarray, np.ndarray]]) -> list[pl.Series]:
+    """:func:`_strings` of several columns of texts ``(at, size)`` of the same items (the first
+    one merged), reading each stretch of items once for all columns."""
+    n = len(spans[0][0])
+    if not n or len(buf) < 24 or any((at > len(buf) - 24).any() for at, _ in spans):
+        return [_strings(blob, buf, at, size, merge=not i) for i, (at, size) in enumerate(spans)]
+    u64 = np.ndarray((len(buf) - 7,), "<u8", buf, 0, (1,))
+    words = [np.zeros((4, n), np.uint64) for _ in spans]
+    for lo in range(0, n, _CHUNK):
+        for (at, size), out in zip(spans, words):
+            _read_words(u64, at[lo:lo + _CHUNK], size[lo:lo + _CHUNK], out[:, lo:lo + _CHUNK])
+    return [_series(blob, at, size, out, merge=not i)
+            for i, ((at, size), out) in enumerate(zip(spans, words))]
+
+
+def _read_words(u64: np.ndarray, at: np.ndarray, size: np.ndarray, out: np.ndarray) -> None:
+    """Bytes 0..7 and 8..15 of each text, and for texts of 17..32 bytes the last 8 and bytes
+    16..23, as little-endian words (zero past the text)."""
+    out[0] = u64[at] & _MASK8[np.minimum(size, 8)]
+    out[1] = u64[at + 8] & _MASK8[np.clip(size - 8, 0, 8)]
+    mid = np.flatnonzero((size > 16) & (size <= _WORDS))
+    if mid.size:
+        out[2, mid] = u64[at[mid] + size[mid] - 8]
+        over = mid[size[mid] > 24]
+        out[3, over] = u64[at[over] + 16]
+
+
+def _series(blob: Buffer, at: np.ndarray, size: np.ndarray, words: np.ndarray, *,
+            merge: bool) -> pl.Series:
+    """The String series of the texts ``blob[at:at+size]`` read whole as ``words``."""
+    n = len(at)
+    views = np.empty((n, 4), np.uint32)
+    views[:, 0] = size
+    views[:, 1:3] = words[0].view(np.uint32).reshape(n, 2)
+    views[:, 3] = words[1]  # the low half: bytes 8..11
+    ascii_ = not (size > _WORDS).any() and not (
+        np.bitwise_or.reduce(words, axis=None) & _HIGH_BITS)
+    longer = np.flatnonzero(size > 12)
+    if len(longer) == n:  # every text (values mostly are): no need to pick them
+        views[:, 2], views[:, 3] = 0, at
+    else:
+        views[longer, 2] = 0
+        views[longer, 3] = at[longer]
+    if merge:
+        _merge(views, longer[size[longer] <= _WORDS], words, size, at)
+    return _from_views(blob, at, size, views, ascii_)
+
+
+def _from_views(blob: Buffer, at: np.ndarray, size: np.ndarray, views: np.ndarray,
+                ascii_: bool) -> pl.Series:
+    """A String series of Arrow views into ``blob``: as strings when the texts are known to
+    be ASCII, else as binary that polars checks for UTF-8 (per-text decode if invalid)."""
+    kind = pa.string_view() if ascii_ else pa.binary_view()
+    array = pa.Array.from_buffers(kind, len(at), [None, pa.py_buffer(views), pa.py_buffer(blob)])
+    try:
+        return pl.Series(pl.from_arrow(array)).cast(pl.String)
+    except pl.exceptions.PolarsError:
+        return pl.Series([bytes(blob[a:a + s]).decode("utf-8", errors="replace")
+                          for a, s in zip(at.tolist(), size.tolist())], dtype=pl.String)
+
+
+def _strings(blob: Buffer, buf: np.ndarray, at: np.ndarray, size: np.ndarray,
+             *, merge: bool = False) -> pl.Series:
     """The UTF-8 texts ``blob[at:at+size]`` as a polars String series, without a Python loop.
 
     Builds Arrow string views (16 bytes each: length, then the text inline when it fits in 12
-    bytes, else a 4-byte prefix and the offset into ``blob``). Invalid UTF-8 falls back to a
-    per-text decode with replacement characters.
+    bytes, else a 4-byte prefix and the offset into ``blob``). Texts of up to 32 bytes are
+    read whole as 8-byte words: when they are all ASCII, no UTF-8 check is needed; otherwise
+    polars checks the UTF-8 (as binary views cast to strings), and invalid UTF-8 falls back to
+    a per-text decode with replacement characters. With ``merge``, the views of equal texts
+    (keys repeat in every record) point at one copy, which keeps later comparisons of them in
+    the CPU cache.
     """
     n = len(at)
     if n == 0:
         return pl.Series([], dtype=pl.String)
-    # a view is four little-endian int32: length, then 12 inline bytes (zero padded), or a
+    # a view is four little-endian u32: length, then 12 inline bytes (zero padded), or a
     # 4-byte prefix, buffer 0 and the offset into ``blob`` for longer texts
-    head = _heads(buf, at) * (np.arange(12) < size[:, None])
-    views = np.empty((n, 4), np.int32)
+    views = np.empty((n, 4), np.uint32)
     views[:, 0] = size
-    views[:, 1:] = head.view("<i4")
+    near_end = at > len(buf) - 24  # read one by one (the last bytes of ``blob``)
+    whole = len(buf) >= 24 and not near_end.any()
+    u64 = np.ndarray((max(len(buf) - 7, 0),), "<u8", buf, 0, (1,))
+    safe = np.where(near_end, 0, at)
+    # bytes 0..7 and 8..15, then for longer texts the last 8 and bytes 16..23
+    words = np.zeros((4, n), np.uint64)
+    if len(buf) >= 24:
+        words[0], words[1] = u64[safe], u64[safe + 8]
+    words[0] &= _MASK8[np.minimum(size, 8)]
+    words[1] &= _MASK8[np.clip(size - 8, 0, 8)]
+    views[:, 1:3] = words[0].view(np.uint32).reshape(n, 2)
+    views[:, 3] = words[1]  # the low half: bytes 8..11
+    for i in np.flatnonzero(near_end).tolist():
+        text = bytes(blob[at[i]:at[i] + min(int(size[i]), 12)]).ljust(12, b"\0")
+        views[i, 1:] = np.frombuffer(text, "<u4")
+    mid = np.flatnonzero((size > 16) & (size <= _WORDS)) if whole else np.zeros(0, np.int64)
+    if mid.size:
+        words[2, mid] = u64[at[mid] + size[mid] - 8]
+        over = mid[size[mid] > 24]
+        words[3, over] = u64[at[over] + 16]
+    ascii_ = whole and not (size > _WORDS).any() and not (
+        np.bitwise_or.reduce(words, axis=0) & _HIGH_BITS).any()
     longer = np.flatnonzero(size > 12)
     views[longer, 2] = 0
     views[longer, 3] = at[longer]
-    array = pa.Array.from_buffers(pa.string_view(), n,
-                                  [None, pa.py_buffer(views.tobytes()), pa.py_buffer(blob)])
-    try:
-        array.validate(full=True)
-    except pa.ArrowInvalid:
-        return pl.Series([blob[a:a + s].decode("utf-8", errors="replace")
-                          for a, s in zip(at.tolist(), size.tolist())], dtype=pl.String)
-    return pl.Series(pl.from_arrow(array)).cast(pl.String)
+    if merge and whole:
+        _merge(views, longer[size[longer] <= _WORDS], words, size, at)
+    return _from_views(blob, at, size, views, ascii_)
+
+
+def _merge(views: np.ndarray, rows: np.ndarray, words: np.ndarray, size: np.ndarray,
+           at: np.ndarray) -> None:
+    """Point the views ``rows`` (texts of 13..32 bytes, read whole as ``words``) of equal
+    texts at one of them: a hash table of one entry per bucket, checked exactly."""
+    if not rows.size:
+        return
+    if len(rows) == len(size):  # every text: no need to pick them
+        key = [*words, size.astype(np.uint64)]
+    else:
+        key = [words[0][rows], words[1][rows], words[2][rows], words[3][rows],
+               size[rows].astype(np.uint64)]
+    mixed = key[4].copy()
+    for part, odd in zip(key, (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9,
+                               0x27D4EB2F165667C5)):
+        mixed ^= part * np.uint64(odd)
+    bucket = (mixed * np.uint64(0x94D049BB133111EB) >> np.uint64(48)).astype(np.int64)
+    table = np.empty(1 << 16, np.int64)
+    table[bucket] = np.arange(len(rows))
+    first = table[bucket]
+    same = key[0][first] == key[0]
+    for part in key[1:]:
+        same &= part[first] == part
+    views[rows[same], 3] = at[rows[first[same]]]

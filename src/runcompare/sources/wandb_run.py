@@ -10,6 +10,8 @@ in what the ``.wandb`` file lacks (older writers kept them even for offline runs
 from __future__ import annotations
 
 import json
+import mmap
+import os
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -22,7 +24,7 @@ import yaml
 
 from ..errors import InputError
 from ..model import Finding
-from .leveldb_log import HeaderError, read_records
+from .leveldb_log import Buffer, HeaderError, read_records
 from .wandb_history import HISTORY_SCHEMA, decode_history, record_types
 from .wandb_proto import (
     KINDS,
@@ -113,7 +115,7 @@ def decode_leg(path: Path, *, output: bool = False) -> Leg:
 
 def _decode_file(leg: Leg, file: Path, *, output: bool) -> None:
     try:
-        data = file.read_bytes()
+        data = _read_bytes(file)
     except OSError as exc:
         raise InputError(f"{file}: cannot be read ({exc.strerror}); check the path and "
                          "its permissions") from exc
@@ -131,7 +133,7 @@ def _decode_file(leg: Leg, file: Path, *, output: bool) -> None:
     damage = list(records.damage)
     for i in np.flatnonzero(kinds < 0).tolist():  # let the reference decoder decide
         try:
-            found = record_kind(blob[starts[i]:ends[i]])
+            found = record_kind(bytes(blob[starts[i]:ends[i]]))
         except ProtoError as exc:
             damage.append((int(records.offsets[i]), f"record not decodable ({exc}); skipped"))
             kinds[i] = 0
@@ -147,13 +149,40 @@ def _decode_file(leg: Leg, file: Path, *, output: bool) -> None:
     chunks: list[str] = []
     for i in np.flatnonzero(np.isin(kinds, wanted)).tolist():
         try:
-            _dispatch(leg, KINDS[int(kinds[i])], blob[body_at[i]:body_end[i]], chunks)
+            _dispatch(leg, KINDS[int(kinds[i])], bytes(blob[body_at[i]:body_end[i]]), chunks)
         except (ProtoError, ValueError, TypeError) as exc:
             damage.append((int(records.offsets[i]), f"record not decodable ({exc}); skipped"))
     _summary(leg, blob, kinds, starts, body_at, body_end)
     leg.output = "".join(chunks).split("\n") if chunks else []
     if damage:
         leg.findings.append(_damage_finding(file, sorted(damage), len(records.starts)))
+
+
+def _read_bytes(file: Path) -> Buffer:
+    """The file's bytes, in a writable buffer that :func:`read_records` may rearrange in place
+    (no copy of a large file): an anonymous ``mmap`` with its pages mapped at once where the
+    platform has that (no zero-filling pass, unlike a ``bytearray``), else a ``bytearray``."""
+    with file.open("rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if not size:
+            return bytearray(handle.read())
+        data = _writable(size)
+        got = handle.readinto(data)
+        if got < size:  # shrank meanwhile
+            return bytearray(data[:got])
+        more = handle.read()  # grew meanwhile
+    return bytearray(data[:]) + more if more else data
+
+
+def _writable(size: int) -> Buffer:
+    """``size`` writable bytes (contents undefined until written)."""
+    if hasattr(mmap, "MAP_POPULATE"):
+        try:
+            return mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
+                             | mmap.MAP_POPULATE)
+        except (OSError, ValueError):
+            pass
+    return bytearray(size)
 
 
 #: Record kinds decoded one by one (a few per run).
@@ -191,7 +220,7 @@ def _summary(leg: Leg, blob: bytes, kinds: np.ndarray, starts: np.ndarray,
             if i < 0 or kinds[i] != 3 or not body_at[i] <= hit < body_end[i]:
                 continue
             try:
-                updates, _ = decode_items(blob[body_at[i]:body_end[i]])
+                updates, _ = decode_items(bytes(blob[body_at[i]:body_end[i]]))
             except ProtoError:
                 continue
             for path, value in reversed(updates):
