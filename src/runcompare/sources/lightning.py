@@ -108,6 +108,7 @@ def canonical_name(key: str) -> str:
 
     >>> [canonical_name(k) for k in ("train_loss_step", "train_loss_epoch", "val_loss",
     ...                               "val_acc_epoch", "test/acc", "lr-AdamW", "loss")]
+    ... # doctest: +NORMALIZE_WHITESPACE
     ['train/loss', 'train/loss_epoch', 'eval/loss', 'eval/acc', 'test/acc',
      'train/learning_rate', 'train/loss']
     """
