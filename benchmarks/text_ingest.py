@@ -35,7 +35,7 @@ BLOCKS = " ▏▎▍▌▋▊▉█"
 
 
 def write_megatron(path: Path, lines: int) -> None:
-    """``lines`` training lines, one per iteration, global batch 512, a validation every 1000."""
+    """``lines`` training lines, one per iteration, global batch 512 (no validation lines)."""
     with path.open("w") as out:
         batch = []
         for it in range(1, lines + 1):

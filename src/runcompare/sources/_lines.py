@@ -4,9 +4,12 @@
 newline; a longer line makes a longer chunk), turns each chunk into a polars frame of ``line``
 (1-based line number) and ``text`` (UTF-8, invalid bytes replaced by U+FFFD) with polars' own
 CSV reader, and hands it to the source's vectorised ``parse`` function, which keeps only the
-rows it needs (one frame, or frames by name). Two chunks are parsed at a time in threads
-(polars releases the GIL), so memory holds a few chunks plus the kept rows, whatever the size
-of the log; nothing loops over lines in Python. The same module holds the other shared pieces:
+rows it needs (one frame, or frames by name). The reading thread copies each byte of the file
+once (a chunk's last newline is looked for in a small read of its end) and splits the chunk
+into lines with the CSV reader, whose row count numbers the next chunk's lines (no newline
+counting in Python); two chunks are parsed at a time in threads (polars releases the GIL),
+so memory holds a few chunks plus the kept rows, whatever the size of the log; nothing loops
+over lines in Python. The same module holds the other shared pieces:
 number and timestamp parsing, splitting ``key: value | ...`` fields, leg numbering, the
 unparsed-lines finding and the choice of files (never W&B's own).
 
@@ -40,6 +43,8 @@ __all__ = ["CHUNK_BYTES", "HEAD_BYTES", "KEY", "Lines", "canonical_key", "clean_
 CHUNK_BYTES = 16 << 20
 #: Bytes of a file's beginning that ``sniff`` looks at.
 HEAD_BYTES = 64 << 10
+#: Bytes at the end of a chunk's span searched for its last newline before the whole span.
+_PROBE = 64 << 10
 #: Chunks parsed at the same time.
 WORKERS = 2
 #: Suffixes of the files in a folder that may hold captured stdout.
@@ -142,44 +147,55 @@ def read_lines(path: Path, parse: Callable[[pl.DataFrame], Parsed], *,
         raise InputError(f"{path}: cannot be parsed as text ({exc})") from exc
 
 
-def _chunks(handle: io.BufferedReader, size: int) -> Iterator[tuple[int, bytes, int]]:
-    """(number of the first line, bytes of whole lines, newlines in them) covering the file."""
-    carry, line = b"", 1
+def _chunks(handle: io.BufferedReader, size: int) -> Iterator[bytes]:
+    """Bytes of whole lines covering the file: the k-th chunk ends at the last newline before
+    byte (k + 1) × ``size`` (a line longer than ``size`` makes a longer chunk). The newline
+    is looked for in a small read at the end of that span first, so that each byte of the
+    file is copied once, into the chunk handed to the CSV reader."""
+    start = block = 0
     while True:
-        data = handle.read(size)
-        if not data:
-            if carry:
-                yield line, carry, carry.count(b"\n")
+        block += size
+        low = max(start, block - _PROBE)
+        handle.seek(low)
+        span = handle.read(block - low)
+        found = span.rfind(b"\n")
+        if found < 0 and low > start:  # not in the last bytes: look through the whole block
+            low = max(start, block - size)
+            handle.seek(low)
+            span = handle.read(block - low)
+            found = span.rfind(b"\n")
+        if found >= 0:
+            handle.seek(start)
+            yield handle.read(low + found + 1 - start)
+            start = low + found + 1
+        elif len(span) < block - low:  # the end of the file, after a last line without newline
+            handle.seek(start)
+            rest = handle.read()
+            if rest:
+                yield rest
             return
-        if carry:
-            data = carry + data
-        cut = data.rfind(b"\n") + 1
-        if cut == 0:
-            carry = data
-            continue
-        chunk, carry = (data, b"") if cut == len(data) else (data[:cut], data[cut:])
-        newlines = chunk.count(b"\n")
-        yield line, chunk, newlines
-        line += newlines
 
 
-def _parse_chunks(chunks: Iterator[tuple[int, bytes, int]],
-                  parse: Callable[[pl.DataFrame], Parsed], workers: int) -> Lines:
+def _parse_chunks(chunks: Iterator[bytes], parse: Callable[[pl.DataFrame], Parsed],
+                  workers: int) -> Lines:
     results: list[tuple[Parsed, pl.DataFrame]] = []
     count = 0
 
-    def run(first: int, data: bytes) -> tuple[Parsed, pl.DataFrame]:
-        frame = (pl.read_csv(data, **_CSV)  # type: ignore[call-overload]
-                 .with_row_index("line", offset=first)
-                 .with_columns(pl.col("line").cast(pl.Int64)))
+    def run(frame: pl.DataFrame) -> tuple[Parsed, pl.DataFrame]:
         garbled = frame.filter(pl.col("text").str.contains("\ufffd", literal=True))
         return parse(frame), garbled.select("line").head(1).with_columns(n=garbled.height)
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         pending: deque[Future[tuple[Parsed, pl.DataFrame]]] = deque()
-        for first, data, newlines in chunks:
-            count = first - 1 + newlines + (not data.endswith(b"\n"))
-            pending.append(pool.submit(run, first, data))
+        for data in chunks:
+            # polars' CSV reader splits the lines (one row per line, empty ones too) here, so
+            # that the next chunk's first line number is known without counting newlines
+            frame = (pl.read_csv(data, **_CSV)  # type: ignore[call-overload]
+                     .with_row_index("line", offset=count + 1)
+                     .with_columns(pl.col("line").cast(pl.Int64)))
+            del data
+            count += frame.height
+            pending.append(pool.submit(run, frame))
             if len(pending) > workers:
                 results.append(pending.popleft().result())
         results += [future.result() for future in pending]
@@ -295,9 +311,13 @@ def to_raw(frame: pl.DataFrame, columns: Mapping[str, str]) -> pl.DataFrame:
     metrics: dict[str, list[str]] = {}
     for column, metric in present.items():
         metrics.setdefault(metric, []).append(column)
-    parts = [frame.select(*axes, metric=pl.lit(metric, pl.String),
-                          value=pl.coalesce(columns).cast(pl.Float64))
-             .filter(pl.col("value").is_not_null()) for metric, columns in metrics.items()]
+    parts = []
+    for metric, names in metrics.items():
+        part = frame.select(*axes, metric=pl.lit(metric, pl.String),
+                            value=pl.coalesce(names).cast(pl.Float64))
+        # a column logged on every line has no nulls: no filtering copy of the axes then
+        parts.append(part.filter(pl.col("value").is_not_null())
+                     if part.get_column("value").null_count() else part)
     # one part per metric, not copied into one block: the points are the memory a log costs
     return pl.concat(parts, rechunk=False).select(*RAW_SCHEMA)
 
@@ -349,21 +369,30 @@ def delimited_fields(rows: pl.DataFrame, *, sep: str, kv: str) -> pl.DataFrame:
     for _ in range(MAX_LAYOUTS):
         if rows.is_empty():
             break
-        modal = int(rows.get_column("n").mode().min())  # type: ignore[arg-type]
-        sample = rows.filter(pl.col("n") == modal).get_column("text")[0]
+        counts = rows.get_column("n")
+        modal = int(counts.mode().min())  # type: ignore[arg-type]
+        is_modal = counts == modal
+        sample = rows.get_column("text")[int(is_modal.arg_max())]  # type: ignore[arg-type]
         layout = _layout(sample, sep, kv)
         loose = any(part.strip() and kv not in part for part in sample.split(sep)[1:])
-        split = rows.filter(pl.col("n") == modal).with_columns(
-            fields=text.str.split_exact(sep, modal)).unnest("fields")
-        match = pl.all_horizontal(True, *(pl.col(f"field_{index}").str.starts_with(prefix)
-                                          for index, prefix in layout))
-        split = split.with_columns(match=match)
-        parts.append(split.filter("match").select(
+        # most chunks hold one layout only: no filtering copies then
+        modal_rows = rows if is_modal.all() else rows.filter(is_modal)
+        split = modal_rows.select("line", "text", "n",
+                                  fields=text.str.split_exact(sep, modal)).unnest("fields")
+        match = split.select(pl.all_horizontal(
+            True, *(pl.col(f"field_{index}").str.starts_with(prefix) for index, prefix in layout)
+        )).to_series()
+        matched = split if match.all() else split.filter(match)
+        parts.append(matched.select(
             "line", head="field_0", bad=pl.lit(loose),
             **{KEY + prefix[:-len(kv)].strip(): pl.col(f"field_{index}")
                .str.slice(len(prefix)).str.strip_chars() for index, prefix in layout}))
-        rows = pl.concat([rows.filter(pl.col("n") != modal),
-                          split.filter(~pl.col("match")).select(rows.columns)])
+        if matched.height == rows.height:
+            rows = rows.clear()
+            break
+        rest = [split.filter(~match).select(rows.columns)] \
+            if matched.height < split.height else []
+        rows = pl.concat([rows.filter(~is_modal), *rest])
     if not rows.is_empty():
         parts.append(_fields_one_by_one(rows, sep, kv))
     if not parts:

@@ -113,7 +113,7 @@ def _parse(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
     text = pl.col("text")
     has_dict = text.str.contains("{'", literal=True)
     first = pl.int_range(pl.len()) == 0
-    before = text.str.split("{'").list.first()
+    before = text.str.split_exact("{'", 0).struct.field("field_0")
     bar_before = before.str.contains("it/s", literal=True) | before.str.contains("s/it",
                                                                                   literal=True)
     frame = frame.with_columns(
@@ -125,9 +125,11 @@ def _parse(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
               | text.str.contains("global step", literal=True))
     rows = frame.filter(wanted)
     dicts = _dicts(rows.filter(has_dict))
+    # an entry is 'key': value with no ' in the key: split at its first "': " (no regex)
     pairs = dicts.select("line", "off", "items").explode("items").with_columns(
-        key=pl.col("items").str.extract(r"^'([^']+)'", 1),
-        value=_lines.number(pl.col("items").str.extract(r"': (.*)$", 1))).drop("items")
+        entry=pl.col("items").str.splitn("': ", 2)).unnest("entry")
+    pairs = pairs.select("line", "off", key=pl.col("field_0").str.slice(1),
+                         value=_numbers(pairs.get_column("field_1")))
     unreadable = pairs.filter(pl.col("value").is_null()).select("line", "off").unique()
     pairs = pairs.join(unreadable, on=["line", "off"], how="anti")
     kinds = _kinds(pairs)
@@ -149,6 +151,18 @@ def _parse(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
                         .cast({"n": pl.Int64, "total": pl.Int64}),
                         others.with_columns(ev=pl.lit("other"))], how="diagonal_relaxed")
     return {"events": events, "pairs": pairs}
+
+
+def _numbers(printed: pl.Series) -> pl.Series:
+    """:func:`_lines.number` of each printed value, by a plain cast where that reads it (a
+    quoted or bare float: nearly all), the full rules only for the rest."""
+    value = printed.str.strip_chars(" '\"").cast(pl.Float64, strict=False)
+    missed = value.is_null() & printed.is_not_null()
+    if missed.any():
+        where = missed.arg_true()
+        value = value.scatter(where, pl.select(_lines.number(pl.lit(printed.gather(where))))
+                              .to_series())
+    return value
 
 
 def _dicts(rows: pl.DataFrame) -> pl.DataFrame:

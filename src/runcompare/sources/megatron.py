@@ -100,9 +100,11 @@ def _parse(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
     """Per chunk: train lines split into fields; validation, argument and restart lines kept."""
     text = pl.col("text")
     is_valid = text.str.contains("loss at ", literal=True)
-    is_train = (text.str.contains("iteration", literal=True)
-                & text.str.contains("|", literal=True) & ~is_valid)
-    train = _lines.delimited_fields(frame.filter(is_train), sep="|", kv=":")
+    is_train = frame.select(text.str.contains("iteration", literal=True)
+                            & text.str.contains("|", literal=True) & ~is_valid).to_series()
+    # nearly every line of a long log is a train line: no filtering copies then
+    every = bool(is_train.all())
+    train = _lines.delimited_fields(frame if every else frame.filter(is_train), sep="|", kv=":")
     keys = [c for c in train.columns if c.startswith(KEY)]
     values = train.select(pl.col(c).cast(pl.Float64, strict=False) for c in keys)
     failed: pl.Expr | pl.Series = pl.lit(False)
@@ -123,10 +125,14 @@ def _parse(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
     if train.get_column("bad").any():  # their text, for the finding
         texts = frame.join(train.filter("bad").select("line"), on="line", how="semi")
         train = train.join(texts, on="line", how="left")
-    other = frame.filter(~is_train & (is_valid | text.str.contains(" ...", literal=True)
-                                      | text.str.contains("-- arguments --", literal=True)
-                                      | text.str.contains("loaded checkpoint", literal=True)))
+    rest = frame.clear() if every else frame.filter(~is_train)
+    other = rest.filter(is_valid | text.str.contains(" ...", literal=True)
+                        | text.str.contains("-- arguments --", literal=True)
+                        | text.str.contains("loaded checkpoint", literal=True))
     return {"train": train, "other": other}
+
+
+_STAMP = "%Y-%m-%d %H:%M:%S"
 
 
 def _stamp(head: pl.Series) -> pl.Series:
@@ -135,13 +141,19 @@ def _stamp(head: pl.Series) -> pl.Series:
     frame = head.to_frame("head")
     first = pl.col("head").str.find("[", literal=True)
     close = pl.col("head").str.find("]", literal=True)
-    stamp = pl.col("head").str.slice(first + 1, close - first - 1).str.to_datetime(
-        "%Y-%m-%d %H:%M:%S%.f", time_unit="us", strict=False)
-    fast = frame.select(stamp.dt.epoch("us").cast(pl.Float64) / 1e6).to_series()
+    inside = frame.select(pl.col("head").str.slice(first + 1, close - first - 1)).to_series()
+    # whole seconds (the usual print) parse much faster without the fraction in the format
+    whole = inside.str.len_bytes() == len("2024-03-01 09:00:08")
+    formats = [_STAMP] if whole.all() else [_STAMP, _STAMP + "%.f"]
+    parsed = [inside.str.to_datetime(f, time_unit="us", strict=False, cache=False)
+              for f in formats]
+    stamp = parsed[0] if len(parsed) == 1 else \
+        pl.select(pl.when(whole).then(parsed[0]).otherwise(parsed[1])).to_series()
+    fast = stamp.dt.epoch("us").cast(pl.Float64) / 1e6
     if fast.null_count() and frame.select(pl.col("head").str.contains("[", literal=True)
                                           .any()).item():
         fast = frame.select(_lines.timestamp(pl.col("head"))).to_series()
-    return fast
+    return fast.alias("head")
 
 
 def _assemble(path: Path, logs: list[Path], train: pl.DataFrame, other: pl.DataFrame,
@@ -151,7 +163,9 @@ def _assemble(path: Path, logs: list[Path], train: pl.DataFrame, other: pl.DataF
     if "text" not in train.columns:
         train = train.with_columns(text=pl.lit(None, pl.String))
     bad = train.filter("bad").select("line", "pos", "text")
-    train = _legs(train.filter(pl.col("step").is_not_null()).drop("text"), other)
+    if train.get_column("step").null_count():
+        train = train.filter(pl.col("step").is_not_null())
+    train = _legs(train.drop("text"), other)
     if train.is_empty():
         raise InputError(f"{path}: no Megatron-LM training line could be read (expected "
                          "' iteration N/ M | ... | lm loss: X |')")
@@ -180,9 +194,11 @@ def _legs(train: pl.DataFrame, other: pl.DataFrame) -> pl.DataFrame:
     """``train`` with leg numbers: a new leg at an ``arguments`` banner (a relaunch) and where
     the iteration does not go up."""
     banners = other.filter(pl.col("text").str.contains("-- arguments --", literal=True))
-    rows = pl.concat([train.select("pos", "step", launch=pl.lit(False), stepped=pl.lit(True)),
-                      banners.select("pos", step=pl.lit(None, pl.Int64), launch=pl.lit(True),
-                                     stepped=pl.lit(False))]).sort("pos")
+    rows = train.select("pos", "step", launch=pl.lit(False), stepped=pl.lit(True))
+    if banners.height:  # both in file order: a merge, not a sort of every train row
+        rows = rows.set_sorted("pos").merge_sorted(
+            banners.select("pos", step=pl.lit(None, pl.Int64), launch=pl.lit(True),
+                           stepped=pl.lit(False)).set_sorted("pos"), key="pos")
     legs = rows.select(_lines.number_legs(rows, launch="launch", stepped="stepped"),
                        "stepped").filter("stepped")
     return train.with_columns(legs.get_column("leg"))
