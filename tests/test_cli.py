@@ -146,3 +146,17 @@ def test_pattern_reads_a_log_no_source_knows(cli):
     out = cli.json("inspect", folder, "--pattern", pattern)
     assert out["format"] == "text" and out["steps"]["optimizer"] == 100
     assert {"train/loss", "train/acc"} <= set(out["metrics"])
+
+
+def test_rich_markup_in_a_run_name_prints_as_it_is(cli):
+    result = cli(DATA / "hf_tokens", "--no-report", "--set", "hf_tokens:name=[/]x[red]")
+    assert result.exit_code == 0, result.stderr
+    assert "[/]x[red]" in result.stdout
+    result = cli("inspect", DATA / "hf_tokens", "--set", "hf_tokens:name=[bold]y")
+    assert result.exit_code == 0 and "[bold]y" in result.stdout
+
+
+def test_a_report_path_that_cannot_be_written_is_a_one_line_error(cli, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    _fails(cli(*RUNS, "-o", blocker / "report.html"), 1, str(blocker))

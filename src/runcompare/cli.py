@@ -69,8 +69,9 @@ ConfigOpt = Annotated[Path | None, typer.Option(
 
 
 def _console() -> Console:
-    """Tables on stdout: 100 columns and no colour when it is not a terminal."""
-    return Console(highlight=False, width=100 if not sys.stdout.isatty() else None)
+    """Tables on stdout: 100 columns and no colour when it is not a terminal; no rich markup,
+    so a name from a log (``[red]``, ``[/]``) prints as it is."""
+    return Console(highlight=False, markup=False, width=100 if not sys.stdout.isatty() else None)
 
 
 def _load(paths: list[Path], source: str | None, settings: list[str] | None,
@@ -86,7 +87,7 @@ def _load(paths: list[Path], source: str | None, settings: list[str] | None,
 @contextlib.contextmanager
 def _reading() -> Iterator[Callable[[int, int, str], None] | None]:
     """A progress bar on stderr while runs are read, when stderr is a terminal."""
-    console = Console(stderr=True)
+    console = Console(stderr=True, markup=False, highlight=False)
     if not console.is_terminal:
         yield None
         return
@@ -101,7 +102,8 @@ def _reading() -> Iterator[Callable[[int, int, str], None] | None]:
 
 
 def _errors(command: F) -> F:
-    """Print a library error as one line on stderr and exit with its code (1 or 2)."""
+    """Print a library error (or an OS error on a path) as one line on stderr and exit with its
+    code (1 or 2)."""
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -110,6 +112,10 @@ def _errors(command: F) -> F:
         except RuncompareError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(exc.exit_code) from None
+        except OSError as exc:  # an output path that cannot be written, a file that vanished
+            where = f"{exc.filename}: " if exc.filename else ""
+            typer.echo(f"error: {where}{exc.strerror or exc}", err=True)
+            raise typer.Exit(1) from None
 
     return wrapper  # type: ignore[return-value]
 
