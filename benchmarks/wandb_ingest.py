@@ -8,7 +8,10 @@ logs), once, into a cache folder; later runs reuse it. Writing needs a Python wi
 
 Options: ``--calls N`` (log calls, default 100,000), ``--metrics M`` (values per call,
 default 10), ``--repeat R`` (timed reads, default 5; the best wall time and the best CPU time
-are reported, since the machine may be busy with other work), ``--dir`` (cache folder).
+are reported, since the machine may be busy with other work), ``--dir`` (cache folder),
+``--tensorboard DIR`` (also time ``tensorboard.read`` of the event file(s) in DIR, e.g. the
+1,000,000-scalar file that ``benchmarks/tensorboard_ingest.py`` writes, alternating with the
+W&B reads in this process, and print the ratio of the best wall times).
 The CPU time includes polars' worker threads, so it can exceed the wall time.
 """
 
@@ -61,6 +64,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--wandb-python", default=sys.executable)
     parser.add_argument("--dir", type=Path, default=None)
+    parser.add_argument("--tensorboard", type=Path, default=None)
     args = parser.parse_args()
     folder = args.dir or Path(tempfile.gettempdir()) / (
         f"runcompare-bench-wandb-{args.calls}x{args.metrics}")
@@ -68,12 +72,19 @@ def main() -> None:
     from runcompare.sources import wandb
 
     file = next(run.glob("*.wandb"))
-    times, cpu = [], []
+    times, cpu, tb_times, tb_cpu = [], [], [], []
     for _ in range(args.repeat):
         started, started_cpu = time.perf_counter(), time.process_time()
         raw = wandb.read(run)
         times.append(time.perf_counter() - started)
         cpu.append(time.process_time() - started_cpu)
+        if args.tensorboard is not None:
+            from runcompare.sources import tensorboard
+
+            started, started_cpu = time.perf_counter(), time.process_time()
+            tb = tensorboard.read(args.tensorboard)
+            tb_times.append(time.perf_counter() - started)
+            tb_cpu.append(time.process_time() - started_cpu)
     best = min(times)
     values = raw.points  # metric values (the step metric is the step, not a value)
     print(f"{file.name}: {file.stat().st_size / 1e6:.1f} MB, {values:,} values "
@@ -81,6 +92,11 @@ def main() -> None:
           f"{raw.step_unit})")
     print(f"read: best {best:.3f} s wall of {args.repeat} -> {values / best:,.0f} values/s; "
           f"best CPU {min(cpu):.3f} s")
+    if tb_times:
+        per_point = (best / values) / (min(tb_times) / tb.points)
+        print(f"tensorboard.read of {args.tensorboard.name}: {tb.points:,} values, best "
+              f"{min(tb_times):.3f} s wall, best CPU {min(tb_cpu):.3f} s; W&B ÷ TensorBoard "
+              f"time per point {per_point:.2f}× (wall)")
 
 
 if __name__ == "__main__":

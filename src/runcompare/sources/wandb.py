@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from ..errors import InputError
@@ -207,8 +208,10 @@ def _items(legs: list[Leg]) -> pl.DataFrame:
     frames = [leg.history.with_columns(leg=pl.lit(i, pl.Int32)) for i, leg in enumerate(legs)]
     items = pl.concat(frames)
     items = items.with_columns(value=pl.col("value_json").cast(pl.Float64, strict=False))
-    nested = items.filter(pl.col("value_json").str.starts_with("{")
-                          & ~pl.col("key").str.starts_with("_"))
+    # a JSON object is never a number: look for them only when some value is not one
+    nested = items.filter(pl.col("value").is_null() & pl.col("value_json").str.starts_with("{")
+                          & ~pl.col("key").str.starts_with("_")) \
+        if items.get_column("value").null_count() else items.clear()
     if not nested.is_empty():  # the legacy writer kept nested dicts as one JSON object
         plain = items.filter(~pl.col("value_json").str.starts_with("{")).drop("value_json")
         return pl.concat([plain, _flatten(nested).select(plain.columns)]).sort(
@@ -242,8 +245,8 @@ def _scalars(legs: list[Leg], override: str | None,
              path: Path) -> tuple[pl.DataFrame, str, list[Finding], str]:
     """The points in RAW_SCHEMA, the step unit, findings about the step and the step key."""
     items = _items(legs)
-    counts = dict(items.filter(~pl.col("key").str.starts_with("_") & pl.col("value").is_not_null())
-                  .group_by("key").len().iter_rows())
+    counts = {key: count for key, count in items.group_by("key").agg(pl.col("value").count())
+              .iter_rows() if count and not key.startswith("_")}
     findings: list[Finding] = []
     declared, per_metric = _declared_step(legs, counts)
     step = override or declared
@@ -302,7 +305,71 @@ def _log_call_finding(path: Path, counts: Mapping[str, int]) -> Finding:
 def _points(items: pl.DataFrame, legs: list[Leg], step: str) -> tuple[pl.DataFrame, int]:
     """One row per metric value with its row's step and wall time; a row without the step
     key takes the leg's last step value before it (W&B's step_sync), and points logged
-    before a leg's first step value are dropped and counted."""
+    before a leg's first step value are dropped and counted.
+
+    ``items`` are in (leg, row) order, so every history row of every leg gets a slot in small
+    numpy tables (one entry per record): the step, ``_timestamp`` and ``_runtime`` values are
+    put in them, the step is carried forward to the slots without one, and each point reads
+    its row's slot, with no join. A record holding one of those keys twice takes
+    :func:`_points_joined`."""
+    key, value = pl.col("key"), pl.col("value")
+    offset = np.zeros(len(legs) + 1, np.int64)
+    if not items.is_empty():  # each leg's items are together: the largest row of each
+        leg, row = items.get_column("leg").to_numpy(), items.get_column("row").to_numpy()
+        first = np.flatnonzero(np.r_[True, leg[1:] != leg[:-1]])
+        sizes = np.zeros(len(legs), np.int64)
+        sizes[leg[first]] = np.maximum.reduceat(row, first) + 1
+        offset[1:] = np.cumsum(sizes)
+    slots = int(offset[-1])
+
+    def slot_of(frame: pl.DataFrame) -> np.ndarray:
+        row = frame.get_column("row").to_numpy()
+        return row + offset[frame.get_column("leg").to_numpy()] if len(legs) > 1 else row
+
+    tables: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    internal = items.filter(key.is_in([step, "_timestamp", "_runtime"]) & value.is_not_null())
+    for name in (step, "_timestamp", "_runtime"):
+        found = internal.filter(key == name)
+        at = slot_of(found)
+        if len(at) and np.bincount(at, minlength=slots).max() > 1:
+            return _points_joined(items, legs, step)
+        has = np.zeros(slots, bool)
+        has[at] = True
+        table = np.zeros(slots, np.float64)
+        table[at] = found.get_column("value").to_numpy()
+        tables[name] = (table, has)
+    # the step of each slot: that of the last slot at or before it with a step value
+    source = np.maximum.accumulate(np.where(tables[step][1], np.arange(slots), -1)) \
+        if slots else np.zeros(0, np.int64)
+    points = items.filter(~key.str.starts_with("_") & (key != step) & value.is_not_null())
+    at = slot_of(points)
+    found = source[at]
+    has_step = found >= 0
+    if len(legs) > 1:  # only a step of the point's own leg counts
+        slot_leg = np.repeat(np.arange(len(legs)), np.diff(offset))
+        has_step &= slot_leg[np.maximum(found, 0)] == points.get_column("leg").to_numpy()
+    dropped = int(len(found) - np.count_nonzero(has_step))
+    if dropped:
+        points, at, found = points.filter(pl.Series(has_step)), at[has_step], found[has_step]
+    stamp, has_time = tables["_timestamp"][0][at], tables["_timestamp"][1][at]
+    starts = np.array([np.nan if leg.start_time is None else leg.start_time for leg in legs])
+    known = np.array([leg.start_time is not None for leg in legs], bool)
+    point_leg = points.get_column("leg").to_numpy()
+    runtime, has_runtime = tables["_runtime"][0][at], tables["_runtime"][1][at]
+    wall = np.where(has_time, stamp, starts[point_leg] + runtime)
+    wall_time = pl.Series("wall_time", wall)
+    missing = ~has_time & ~(has_runtime & known[point_leg])
+    if missing.any():
+        wall_time = wall_time.set(pl.Series(missing), None)  # type: ignore[arg-type]
+    frame = points.select(
+        metric=key, value=value, step=pl.Series(tables[step][0][found]).round().cast(pl.Int64),
+        wall_time=wall_time, leg=pl.col("leg"))
+    return frame.cast(RAW_SCHEMA), dropped  # type: ignore[arg-type]
+
+
+def _points_joined(items: pl.DataFrame, legs: list[Leg], step: str) -> tuple[pl.DataFrame, int]:
+    """:func:`_points` with polars joins: also right when a record holds the step,
+    ``_timestamp`` or ``_runtime`` key more than once (and the reference for :func:`_points`)."""
     key, value = pl.col("key"), pl.col("value")
     starts = {i: leg.start_time for i, leg in enumerate(legs)}
     # one sorted integer per history row of every leg, for cheap joins
