@@ -117,6 +117,28 @@ def log_files(path: Path, claims: Callable[[str], bool]) -> list[Path]:
     return [p for p in candidates if not _is_wandb_file(p) and claims(head(p))]
 
 
+def logs_at(path: Path, claims: Callable[[str], bool], *, missing: str) -> list[Path]:
+    """The logs a source reads at ``path``: the claimed ones, else the file itself; raises
+    :class:`InputError` saying what was looked for (``missing``) when there is none."""
+    logs = log_files(path, claims) or ([path] if path.is_file() else [])
+    if not logs:
+        raise InputError(f"{path}: {missing}")
+    return logs
+
+
+def read_rows(logs: list[Path], parse: Callable[[pl.DataFrame], Parsed],
+              ) -> tuple[pl.DataFrame, list[Finding]]:
+    """Every log's parsed rows in one frame, ``pos`` ordering them across files (the file's
+    index in the high bits, its line number in the low), and the reading findings."""
+    parts: list[pl.DataFrame] = []
+    findings: list[Finding] = []
+    for index, file in enumerate(logs):
+        lines = read_lines(file, parse)
+        parts.append(lines.rows.with_columns(pos=pl.col("line") + (index << 40)))
+        findings += lines.findings(file)
+    return pl.concat(parts, how="diagonal_relaxed"), findings
+
+
 def _natural(path: Path) -> list[object]:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path.name)]
 

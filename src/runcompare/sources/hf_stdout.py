@@ -89,11 +89,9 @@ def sniff(path: Path) -> bool:
 
 def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
     """Every point of the Trainer stdout at ``path`` (a log file, or a run folder's logs)."""
-    logs = files(path) or ([path] if path.is_file() else [])
-    if not logs:
-        raise InputError(f"{path}: no HF Trainer stdout found (a .log/.out/.txt file with the "
-                         "Trainer's dicts such as {'loss': ...} or its '***** Running training "
-                         "*****' block)")
+    logs = _lines.logs_at(path, claims, missing="no HF Trainer stdout found (a .log/.out/.txt "
+                          "file with the Trainer's dicts such as {'loss': ...} or its '***** "
+                          "Running training *****' block)")
     events, pairs, findings = [], [], []
     for index, file in enumerate(logs):
         lines = _lines.read_lines(file, _parse)

@@ -81,10 +81,8 @@ def sniff(path: Path) -> bool:
 
 def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
     """Every point of every Megatron log at ``path`` (a file, or a folder's logs in name order)."""
-    logs = files(path) or ([path] if path.is_file() else [])
-    if not logs:
-        raise InputError(f"{path}: no Megatron-LM log found (a file with lines like "
-                         "' iteration 100/ 500000 | consumed samples: ... | lm loss: ...')")
+    logs = _lines.logs_at(path, claims, missing="no Megatron-LM log found (a file with lines "
+                          "like ' iteration 100/ 500000 | consumed samples: ... | lm loss: ...')")
     trains, others, findings = [], [], []
     for index, file in enumerate(logs):
         lines = _lines.read_lines(file, _parse)

@@ -34,7 +34,7 @@ import polars as pl
 
 from ..errors import InputError
 from ..facts import facts_from_config
-from ..model import Fact, Finding, RawLog
+from ..model import Fact, RawLog
 from . import _lines
 
 __all__ = ["claims", "files", "read", "sniff"]
@@ -74,17 +74,10 @@ def sniff(path: Path) -> bool:
 
 def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
     """Every point of the nanoGPT log(s) at ``path``."""
-    logs = files(path) or ([path] if path.is_file() else [])
-    if not logs:
-        raise InputError(f"{path}: no nanoGPT log found (lines like 'iter 100: loss 4.2134, "
-                         "time 120.00ms, mfu 30.00%')")
-    parts: list[pl.DataFrame] = []
-    findings: list[Finding] = []
-    for index, file in enumerate(logs):
-        lines = _lines.read_lines(file, _parse)
-        parts.append(lines.rows.with_columns(pos=pl.col("line") + (index << 40)))
-        findings += lines.findings(file)
-    rows = pl.concat(parts, how="diagonal_relaxed").sort("pos")
+    logs = _lines.logs_at(path, claims, missing="no nanoGPT log found (lines like 'iter 100: "
+                          "loss 4.2134, time 120.00ms, mfu 30.00%')")
+    rows, findings = _lines.read_rows(logs, _parse)
+    rows = rows.sort("pos")
     rows = rows.with_columns(_lines.number_legs(rows, launch="launch", stepped="is_iter"))
     points = rows.filter(pl.col("step").is_not_null())
     if points.is_empty():

@@ -77,23 +77,16 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
     """Every point of the text log(s) at ``path``; ``hints["pattern"]`` is ``--pattern``."""
     hints = dict(hints or {})
     pattern = hints.get("pattern")
+    missing = ("no text log found (lines of key=value pairs with a step, e.g. 'step=100 "
+               "loss=2.31'; pass --pattern REGEX for other formats)")
     if pattern:
         groups = _lines.compile_pattern(str(pattern))
-        logs = _lines.log_files(path, lambda head: True)
+        logs = _lines.logs_at(path, lambda head: True, missing=missing)
         parse = _pattern_parser(str(pattern), groups)
     else:
-        logs = files(path) or ([path] if path.is_file() else [])
+        logs = _lines.logs_at(path, claims, missing=missing)
         parse = _parse
-    if not logs:
-        raise InputError(f"{path}: no text log found (lines of key=value pairs with a step, "
-                         "e.g. 'step=100 loss=2.31'; pass --pattern REGEX for other formats)")
-    parts: list[pl.DataFrame] = []
-    findings: list[Finding] = []
-    for index, file in enumerate(logs):
-        lines = _lines.read_lines(file, parse)
-        parts.append(lines.rows.with_columns(pos=pl.col("line") + (index << 40)))
-        findings += lines.findings(file)
-    rows = pl.concat(parts, how="diagonal_relaxed")
+    rows, findings = _lines.read_rows(logs, parse)
     return _assemble(path, logs, rows, findings, pattern)
 
 

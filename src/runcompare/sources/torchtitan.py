@@ -24,7 +24,7 @@ from typing import Any
 import polars as pl
 
 from ..errors import InputError
-from ..model import Fact, Finding, RawLog
+from ..model import Fact, RawLog
 from . import _lines
 
 __all__ = ["claims", "files", "read", "sniff"]
@@ -58,17 +58,10 @@ def sniff(path: Path) -> bool:
 
 def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
     """Every point of the torchtitan log(s) at ``path``."""
-    logs = files(path) or ([path] if path.is_file() else [])
-    if not logs:
-        raise InputError(f"{path}: no torchtitan log found (lines like '[titan] 2025-01-01 "
-                         "12:00:00,000 - root - INFO - step: 10  loss: 9.6123 ...')")
-    parts: list[pl.DataFrame] = []
-    findings: list[Finding] = []
-    for index, file in enumerate(logs):
-        lines = _lines.read_lines(file, _parse)
-        parts.append(lines.rows.with_columns(pos=pl.col("line") + (index << 40)))
-        findings += lines.findings(file)
-    rows = pl.concat(parts, how="diagonal_relaxed").sort("pos")
+    logs = _lines.logs_at(path, claims, missing="no torchtitan log found (lines like '[titan] "
+                          "2025-01-01 12:00:00,000 - root - INFO - step: 10  loss: 9.6123 ...')")
+    rows, findings = _lines.read_rows(logs, _parse)
+    rows = rows.sort("pos")
     rows = rows.with_columns(_lines.number_legs(rows, launch="launch", stepped="is_train"))
     pairs = (rows.filter(pl.col("step").is_not_null())
              .select("pos", "step", "wall_time", "leg", "is_train",
