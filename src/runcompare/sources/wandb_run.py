@@ -46,8 +46,12 @@ RUN_DIR = re.compile(r"^(?:offline-)?run-(\d{8}_\d{6})-(.+)$")
 #: counters); a summary record naming none of them is skipped undecoded, which matters for
 #: speed: wandb writes a summary record after every ``log()`` call.
 SUMMARY_KEYS = ("train_samples_per_second", "train_steps_per_second", "total_flos")
-#: What :func:`_summary` searches the file for (one search finds both rates).
-_SUMMARY_NEEDLES = {b"_per_second": SUMMARY_KEYS[:2], b"total_flos": SUMMARY_KEYS[2:]}
+#: What :func:`_summary` searches the file for: one search finds both rates; the Trainer
+#: writes ``total_flos`` in the same log call, so it is looked for only where the rates are,
+#: in the records after :data:`_NEAR` bytes before them (the whole file if not there).
+_RATES = b"_per_second"
+_FLOS = b"total_flos"
+_NEAR = 1 << 20
 #: Files beside the ``.wandb`` file that :func:`decode_leg` reads when present.
 SIDE_FILES = ("files/config.yaml", "files/wandb-summary.json", "files/wandb-metadata.json")
 
@@ -210,24 +214,42 @@ def _dispatch(leg: Leg, kind: str, body: bytes, chunks: list[str]) -> None:
 def _summary(leg: Leg, blob: bytes, kinds: np.ndarray, starts: np.ndarray,
              body_at: np.ndarray, body_end: np.ndarray) -> None:
     """The last value of each of :data:`SUMMARY_KEYS`: search the bytes backwards for the key
-    and decode only the summary records that name it (wandb writes one after every log())."""
-    for needle, keys in _SUMMARY_NEEDLES.items():
-        missing = set(keys)
-        limit = len(blob)
-        while missing and (hit := blob.rfind(needle, 0, limit)) >= 0:
-            i = int(np.searchsorted(starts, hit, side="right")) - 1
-            limit = int(starts[i]) if i >= 0 else 0
-            if i < 0 or kinds[i] != 3 or not body_at[i] <= hit < body_end[i]:
-                continue
-            try:
-                updates, _ = decode_items(bytes(blob[body_at[i]:body_end[i]]))
-            except ProtoError:
-                continue
-            for path, value in reversed(updates):
-                key = "/".join(path)
-                if key in missing:
-                    leg.summary[key] = _json(value)
-                    missing.discard(key)
+    and decode only the summary records that name it (wandb writes one after every log()).
+
+    A run without the HF end-of-training rates costs one search of the file, not one per
+    key: ``total_flos`` is only looked for in a run that has them."""
+    rates = _search(leg, blob, _RATES, SUMMARY_KEYS[:2], 0, kinds, starts, body_at, body_end)
+    if rates is None:
+        return
+    near = max(rates - _NEAR, 0)
+    if _search(leg, blob, _FLOS, SUMMARY_KEYS[2:], near, kinds, starts, body_at,
+               body_end) is None and near:
+        _search(leg, blob, _FLOS, SUMMARY_KEYS[2:], 0, kinds, starts, body_at, body_end)
+
+
+def _search(leg: Leg, blob: bytes, needle: bytes, keys: tuple[str, ...], low: int,
+            kinds: np.ndarray, starts: np.ndarray, body_at: np.ndarray,
+            body_end: np.ndarray) -> int | None:
+    """Set the last summary value of each of ``keys`` found in ``blob[low:]`` by searching
+    backwards for ``needle``; the offset of the first hit in a summary record, or None."""
+    missing = set(keys)
+    limit, first = len(blob), None
+    while missing and (hit := blob.rfind(needle, low, limit)) >= 0:
+        i = int(np.searchsorted(starts, hit, side="right")) - 1
+        limit = int(starts[i]) if i >= 0 else 0
+        if i < 0 or kinds[i] != 3 or not body_at[i] <= hit < body_end[i]:
+            continue
+        first = hit if first is None else first
+        try:
+            updates, _ = decode_items(bytes(blob[body_at[i]:body_end[i]]))
+        except ProtoError:
+            continue
+        for path, value in reversed(updates):
+            key = "/".join(path)
+            if key in missing:
+                leg.summary[key] = _json(value)
+                missing.discard(key)
+    return first
 
 
 def _apply(target: dict[str, Any], updates: list[tuple[tuple[str, ...], str]],
