@@ -200,7 +200,7 @@ def launch(cmd: list[str], env: dict[str, str], log_path: Path) -> int:
     print("  $", " ".join(cmd), f">> {log_path.relative_to(REPO)} 2>&1", flush=True)
     t0 = time.time()
     with open(log_path, "ab") as log:
-        rc = subprocess.run(cmd, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log).returncode
+        rc = subprocess.run(cmd, check=False, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log).returncode
     print(f"    exit code {rc} after {time.time() - t0:.1f}s", flush=True)
     return rc
 

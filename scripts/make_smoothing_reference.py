@@ -25,7 +25,7 @@ OUT = Path(__file__).resolve().parents[1] / "tests/data/smoothing/tensorboard_em
 def tensorboard_method() -> str:
     bundle = Path(tensorboard.__file__).parent / "webfiles.zip"
     source = zipfile.ZipFile(bundle).read("index.js").decode("utf-8")
-    match = re.search(r"resmoothDataset\((\w)\)\{(.*?)\}getDataset\(", source, re.S)
+    match = re.search(r"resmoothDataset\((\w)\)\{(.*?)\}getDataset\(", source, re.DOTALL)
     if match is None:
         raise SystemExit(f"{bundle}: resmoothDataset not found in index.js")
     return f"function resmoothDataset({match.group(1)}){{{match.group(2)}}}"

@@ -112,11 +112,11 @@ def _tidy(wandb_dir: Path) -> None:
             path.unlink()
 
 
-def _history_count(file: Path) -> int:
-    """History records in a .wandb file, decoded with wandb's own protobuf classes."""
+def records(file: Path):
+    """Every Record of a .wandb file, decoded with wandb's own protobuf classes."""
     from wandb.proto import wandb_internal_pb2 as pb
 
-    data, pos, count, parts = file.read_bytes(), 7, 0, b""
+    data, pos, parts = file.read_bytes(), 7, b""
     while pos + 7 <= len(data):
         if 32768 - pos % 32768 < 7:
             pos += 32768 - pos % 32768
@@ -127,8 +127,12 @@ def _history_count(file: Path) -> int:
         if kind in (1, 4):
             record = pb.Record()
             record.ParseFromString(parts)
-            count += record.WhichOneof("record_type") == "history"
-    return count
+            yield record
+
+
+def _history_count(file: Path) -> int:
+    """History records in a .wandb file."""
+    return sum(record.WhichOneof("record_type") == "history" for record in records(file))
 
 
 def check(root: Path) -> None:

@@ -159,4 +159,4 @@ def test_frame_columns_are_the_design_columns():
                              "epoch", "wall_time", "elapsed", "x"]
     assert frame.schema["step"] == pl.Int64 and frame.schema["epoch"] == pl.Float64
     assert frame.filter(metric="train/loss", step=100)["epoch"].item() == pytest.approx(
-        [e for e in _history(SAMPLES / "attn") if e.get("step") == 100][0]["epoch"])
+        next(e for e in _history(SAMPLES / "attn") if e.get("step") == 100)["epoch"])

@@ -19,7 +19,7 @@ def _comparison(*paths, **kwargs):
 
 
 def _data(page: str) -> dict:
-    block = re.search(r'<script type="application/json" id="rc-data">(.*?)</script>', page, re.S)
+    block = re.search(r'<script type="application/json" id="rc-data">(.*?)</script>', page, re.DOTALL)
     return json.loads(block.group(1))
 
 

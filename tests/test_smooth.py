@@ -49,7 +49,7 @@ def test_x_aware_ema_by_hand():
 
 
 def test_x_aware_ema_smooths_dense_and_sparse_logging_alike():
-    dense_x = [float(i) for i in range(0, 1001)]
+    dense_x = [float(i) for i in range(1001)]
     sparse_x = dense_x[::10]
     line = [10 - 0.005 * x for x in dense_x]
     dense = _smooth(line, "100", xs=dense_x)

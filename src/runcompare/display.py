@@ -5,7 +5,7 @@ from __future__ import annotations
 __all__ = ["fmt"]
 
 
-def fmt(value: float | int | None) -> str:
+def fmt(value: float | None) -> str:
     """A number as people read it: thousands separators, 4 significant digits for floats.
 
     >>> fmt(4194304), fmt(2.34567), fmt(None), fmt(float("nan")), fmt(1.5e9), fmt(12003.7)

@@ -9,6 +9,7 @@ summary numbers never see the reduction.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -43,7 +44,7 @@ def downsample(values: np.ndarray, limit: int = MAX_POINTS) -> np.ndarray:
     edges = np.linspace(0, n, buckets + 1).astype(np.int64)
     finite = np.where(np.isfinite(values), values, np.nan)
     keep = [np.array([0, n - 1])]
-    for start, end in zip(edges[:-1], edges[1:]):
+    for start, end in itertools.pairwise(edges):
         chunk = finite[start:end]
         if chunk.size and not np.isnan(chunk).all():
             keep.append(np.array([start + np.nanargmin(chunk), start + np.nanargmax(chunk)]))

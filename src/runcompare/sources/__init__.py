@@ -32,6 +32,7 @@ from . import (
     text,
     torchtitan,
     wandb,
+    wandb_export,
 )
 
 __all__ = ["REGISTRY", "Source", "detect"]
@@ -50,6 +51,7 @@ REGISTRY: dict[str, Source] = {
     "hf-trainer": hf_trainer,
     "tensorboard": tensorboard,
     "wandb": wandb,
+    "wandb-export": wandb_export,
     "lightning": lightning,
     "mlflow": mlflow,
     "axolotl": axolotl,

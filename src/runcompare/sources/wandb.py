@@ -28,7 +28,8 @@ from ..facts import facts_from_config
 from ..model import RAW_SCHEMA, Fact, Finding, RawLog
 from .wandb_run import RUN_DIR, SIDE_FILES, Leg, decode_leg, wandb_file
 
-__all__ = ["expand", "files", "output_lines", "read", "run_folders", "sniff"]
+__all__ = ["LOG_STEP", "expand", "files", "history_scalars", "output_lines", "read", "run_folders",
+           "sniff"]
 
 #: W&B's own log-call counter, the step of a history without a declared step metric.
 LOG_STEP = "_step"
@@ -129,7 +130,7 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
     if not readable:
         raise InputError(findings[0].message if findings else f"{path}: no readable W&B run")
     findings += _runs_merged(path, readable)
-    scalars, unit, step_findings, chosen = _scalars(
+    scalars, unit, step_findings, chosen = history_scalars(
         readable, None if step_metric is None else str(step_metric), path)
     return RawLog(source="wandb", path=path, scalars=scalars, step_unit=unit,
                   facts=_facts(readable, scalars, chosen),
@@ -241,9 +242,10 @@ def _flatten(nested: pl.DataFrame) -> pl.DataFrame:
                                       "value": pl.Float64}, orient="row")
 
 
-def _scalars(legs: list[Leg], override: str | None,
-             path: Path) -> tuple[pl.DataFrame, str, list[Finding], str]:
-    """The points in RAW_SCHEMA, the step unit, findings about the step and the step key."""
+def history_scalars(legs: list[Leg], override: str | None,
+                    path: Path) -> tuple[pl.DataFrame, str, list[Finding], str]:
+    """The points of the legs' history in RAW_SCHEMA, the step unit, findings about the step
+    and the step key (``override``: the user's step metric; else the one declared)."""
     items = _items(legs)
     counts = {key: count for key, count in items.group_by("key").agg(pl.col("value").count())
               .iter_rows() if count and not key.startswith("_")}

@@ -1,0 +1,270 @@
+"""W&B history exported from the server: the web app's panel CSV, or the public API's history.
+
+**API history** (``wandb.Api().run(path).history()`` or ``scan_history()`` written with pandas'
+``to_csv``, ``to_json(orient="records", lines=True)`` or ``to_parquet``): one row per
+``wandb.log()`` call with ``_step``, ``_runtime``, ``_timestamp`` and the metrics; pandas'
+unnamed index column is dropped. One file is one run, named after the file. pandas writes NaN
+as an empty CSV cell and a JSON ``null``, the same as "not logged"; ``to_json`` keeps 10
+decimal places unless told otherwise. The step: ``--set step_metric=KEY``, else the step
+metric an integration declares when it is a column (HF Trainer ``train/global_step``, Lightning
+``trainer/global_step``; an export does not keep the declaration, so an info finding says it
+was assumed), else ``_step`` (log calls, with the same warning as a run folder).
+
+**Panel CSV** (the web app's "Export panel data" of a line plot): an x-axis column (``Step``
+is W&B's ``_step``; a custom x-axis is named after its metric), then for each run (or group,
+``Group: NAME``) ``<run> - <metric>`` with ``__MIN``/``__MAX`` columns; one file may hold
+several runs and metrics. Each run is the root ``<file>/<run>`` (``/`` in a run name written
+``%2F``). The panel draws a sample of a long run, each drawn point standing for a bucket whose
+spread ``__MIN``/``__MAX`` give; where they differ from the value, a finding says so. A
+time x-axis (``Wall Time``, ``Relative Time (...)``) has no step: that is an input error.
+
+Neither export holds the run's config: state the batch facts with ``--set`` or
+``runcompare.toml``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+import polars as pl
+
+from ..errors import InputError
+from ..model import Finding, RawLog
+from .wandb import LOG_STEP, history_scalars
+from .wandb_history import HISTORY_SCHEMA
+from .wandb_run import Leg
+
+__all__ = ["expand", "files", "read", "sniff"]
+
+#: Suffixes of exported history.
+_SUFFIXES = (".csv", ".jsonl", ".json", ".parquet")
+#: W&B's own columns that mark API history.
+_MARK, _W_AND_B = "_step", ("_runtime", "_timestamp")
+#: Step metrics that integrations declare with ``define_metric("*", step_metric=...)``.
+_DECLARED = ("train/global_step", "trainer/global_step")
+#: A panel column: ``<run> - <metric>``, maybe ``__MIN``/``__MAX``.
+_PANEL = re.compile(r"^(?P<run>.+?) - (?P<metric>.+?)(?P<bound>__MIN|__MAX)?$")
+#: x-axes of a panel that are times, not steps.
+_TIME_AXES = re.compile(r"^(Wall Time|Relative Time.*|_timestamp|_runtime)$")
+#: pandas' index column, as ``to_csv`` writes it (and as it reads back).
+_INDEX = ("", "Unnamed: 0", "__index_level_0__")
+
+
+def sniff(path: Path) -> bool:
+    return _virtual(path) is not None or bool(_exports(path))
+
+
+def files(path: Path) -> list[Path]:
+    virtual = _virtual(path)
+    return [virtual[0]] if virtual is not None else _exports(path)
+
+
+def expand(path: Path) -> list[Path]:
+    """One root per run: an API history file, or ``<file>/<run>`` for each run of a panel
+    CSV."""
+    if _virtual(path) is not None:
+        return [path]
+    roots: list[Path] = []
+    for file in _exports(path):
+        kind, header = _kind(file)
+        roots += [file] if kind == "api" else [file / _encode(run) for run in _panel_runs(header)]
+    return roots
+
+
+def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
+    """The points of one exported run (``hints["step_metric"]``: the step column)."""
+    step_metric = (hints or {}).get("step_metric")
+    virtual = _virtual(path)
+    if virtual is not None:
+        return _read_panel(*virtual, step_metric)
+    found = _exports(path)
+    if len(found) == 1 and _kind(found[0])[0] == "api":
+        return _read_api(found[0], step_metric)
+    roots = expand(path)
+    if len(roots) == 1:
+        return read(roots[0], hints=hints)
+    if not roots:
+        raise InputError(f"{path}: no W&B export (a panel CSV with '<run> - <metric>' columns, "
+                         "or API history with a _step column)")
+    shown = ", ".join(root.name for root in roots[:5])
+    raise InputError(f"{path}: holds {len(roots)} exported W&B runs ({shown}); pass one, or "
+                     "give the folder to `runcompare` to compare them all")
+
+
+# -- finding the exports ---------------------------------------------------------------------
+
+
+def _exports(path: Path) -> list[Path]:
+    """The export files at ``path`` (the file itself, or the files directly in a folder)."""
+    candidates = [path] if path.is_file() else (
+        sorted(p for p in path.iterdir() if p.is_file()) if path.is_dir() else [])
+    return [p for p in candidates if p.suffix.lower() in _SUFFIXES and _kind(p)[0]]
+
+
+def _kind(file: Path) -> tuple[str | None, list[str]]:
+    """``("api" | "panel" | None, column names)`` from the file's header."""
+    try:
+        header = _header(file)
+    except (OSError, ValueError, UnicodeDecodeError, pl.exceptions.PolarsError):
+        return None, []
+    if _MARK in header and any(name in header for name in _W_AND_B):
+        return "api", header
+    if file.suffix.lower() == ".csv" and _panel_runs(header):
+        return "panel", header
+    return None, header
+
+
+def _header(file: Path) -> list[str]:
+    if file.suffix.lower() == ".parquet":
+        return list(pl.read_parquet_schema(file))
+    with file.open(encoding="utf-8", errors="replace", newline="") as handle:
+        first = handle.readline(1 << 20)
+    if file.suffix.lower() == ".csv":
+        return next(csv.reader([first]), [])
+    row = json.loads(first)
+    return list(row) if isinstance(row, dict) else []
+
+
+def _panel_runs(header: list[str]) -> list[str]:
+    """The runs of a panel CSV header (x-axis column first, then ``<run> - <metric>``
+    columns with their ``__MIN``/``__MAX`` companions), in column order; [] for any other."""
+    if len(header) < 2:
+        return []
+    matches = [_PANEL.match(name) for name in header[1:]]
+    if not all(matches) or not any(m["bound"] for m in matches if m):
+        return []
+    return list(dict.fromkeys(m["run"] for m in matches if m))
+
+
+def _encode(run: str) -> str:
+    return run.replace("%", "%25").replace("/", "%2F")
+
+
+def _decode(segment: str) -> str:
+    return segment.replace("%2F", "/").replace("%25", "%")
+
+
+def _virtual(path: Path) -> tuple[Path, str] | None:
+    """``(file, run)`` when ``path`` is ``<panel csv>/<run>``."""
+    parent = path.parent
+    if path.exists() or not parent.is_file() or parent.suffix.lower() != ".csv":
+        return None
+    kind, header = _kind(parent)
+    run = _decode(path.name)
+    return (parent, run) if kind == "panel" and run in _panel_runs(header) else None
+
+
+# -- reading ---------------------------------------------------------------------------------
+
+
+def _table(file: Path) -> pl.DataFrame:
+    """The file as a frame of text cells (null where empty), pandas' index column dropped."""
+    suffix = file.suffix.lower()
+    try:
+        if suffix == ".csv":
+            frame = pl.read_csv(file, infer_schema=False, encoding="utf8-lossy")
+        elif suffix == ".parquet":
+            frame = pl.read_parquet(file)
+        else:
+            frame = pl.read_ndjson(file, infer_schema_length=None)
+    except (OSError, pl.exceptions.PolarsError, ValueError) as exc:
+        raise InputError(f"{file}: not readable as W&B history ({exc.__class__.__name__}: "
+                         f"{str(exc).splitlines()[0] if str(exc) else ''}); export it again "
+                         "or pass the run folder") from exc
+    frame = frame.drop([name for name in frame.columns if name in _INDEX])
+    return frame.select(_as_text(name, dtype) for name, dtype in frame.schema.items())
+
+
+def _as_text(name: str, dtype: pl.DataType) -> pl.Expr:
+    """A column as the texts W&B's history would hold: numbers as shortest round-trip text,
+    nested objects as JSON (their numeric leaves become ``key/leaf`` metrics), the rest null."""
+    column = pl.col(name)
+    if dtype == pl.String:
+        return column
+    if isinstance(dtype, pl.Struct):
+        return column.struct.json_encode()
+    if dtype.is_numeric():
+        return column.cast(pl.String)
+    return pl.lit(None, pl.String).alias(name)
+
+
+def _history(table: pl.DataFrame, columns: Mapping[str, str]) -> pl.DataFrame:
+    """Rows of HISTORY_SCHEMA from ``table``'s ``columns`` (column → history key)."""
+    long = (table.select(list(columns)).with_row_index("row")
+            .unpivot(index="row", variable_name="key", value_name="value_json")
+            .drop_nulls("value_json").sort("row", maintain_order=True))
+    return long.with_columns(pl.col("key").replace_strict(dict(columns))).cast(
+        HISTORY_SCHEMA)  # type: ignore[arg-type]
+
+
+def _read_api(file: Path, step_metric: object) -> RawLog:
+    table = _table(file)
+    leg = Leg(folder=file.parent, file=file,
+              history=_history(table, {name: name for name in table.columns}))
+    findings: list[Finding] = []
+    declared = next((name for name in _DECLARED if name in table.columns), None)
+    if step_metric is None and declared is not None:
+        leg.metrics.append({"glob_name": "*", "step_metric": declared})
+        findings.append(Finding("info", "step-metric",
+                                f"{file}: took {declared!r} as the optimizer step (the "
+                                "integration that wrote it declares it; an export does not "
+                                "keep the declaration); --set step_metric=KEY to choose "
+                                "another"))
+    scalars, unit, more, _ = history_scalars(
+        [leg], None if step_metric is None else str(step_metric), file)
+    return RawLog(source="wandb-export", path=file, scalars=scalars, step_unit=unit, facts={},
+                  findings=findings + more, files=[file], aliases={}, name=file.stem)
+
+
+def _read_panel(file: Path, run: str, step_metric: object) -> RawLog:
+    table = _table(file)
+    x_axis = table.columns[0]
+    if _TIME_AXES.match(x_axis):
+        raise InputError(f"{file}: the panel's x-axis is {x_axis!r}, a time, so its points "
+                         "have no step; export the panel with Step (or a step metric) as its "
+                         "x-axis, or export the run's history with the W&B API")
+    step = LOG_STEP if x_axis == "Step" else x_axis
+    if step_metric is not None and str(step_metric) != step:
+        raise InputError(f"{file}: step_metric {step_metric!r} is not in a panel export, "
+                         f"whose only step column is its x-axis {x_axis!r}")
+    metrics: dict[str, str] = {}
+    spread = 0
+    for name in table.columns[1:]:
+        match = _PANEL.match(name)
+        if match is None or match["run"] != run:
+            continue
+        if match["bound"] is None:
+            metrics[name] = match["metric"]
+            continue
+        value = pl.col(f"{run} - {match['metric']}").cast(pl.Float64, strict=False)
+        spread += table.select((pl.col(name).cast(pl.Float64, strict=False) != value).sum()
+                               ).item() or 0
+    leg = Leg(folder=file.parent, file=file,
+              history=_history(table, {x_axis: step, **metrics}))
+    if step != LOG_STEP:
+        leg.metrics.append({"glob_name": "*", "step_metric": step})
+    scalars, unit, findings, _ = history_scalars([leg], None, file)
+    if step == LOG_STEP:  # the panel's x-axis is fixed: say how to export it on steps
+        findings = [f for f in findings if f.code != "step-is-log-call"]
+        findings.append(Finding("warning", "step-is-log-call",
+                                f"{file}: the panel's x-axis is Step, W&B's _step, which "
+                                "counts wandb.log() calls, not optimizer steps; export the "
+                                "panel with the run's step metric (e.g. train/global_step) "
+                                "as its x-axis, or the history with the W&B API"))
+    if spread:
+        findings.append(Finding("info", "panel-sampled",
+                                f"{file}: {run!r} has {spread} values whose __MIN/__MAX "
+                                "differ: the panel drew a sample of the run (or a group's "
+                                "aggregate), each point standing for several; export the "
+                                "history with the W&B API for every point"))
+    if run.startswith("Group: "):
+        findings.append(Finding("info", "panel-group",
+                                f"{file}: {run!r} is the aggregate line of a W&B group as "
+                                "the panel drew it, not one run"))
+    return RawLog(source="wandb-export", path=file / _encode(run), scalars=scalars,
+                  step_unit=unit, facts={}, findings=findings, files=[file], aliases={},
+                  name=run.removeprefix("Group: "))

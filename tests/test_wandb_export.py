@@ -1,0 +1,173 @@
+"""W&B exports (API history as CSV/JSONL/parquet, the web app's panel CSV) against the real
+offline runs they were made from (scripts/make_wandb_exports.py). Malformed inputs are copies of
+those files edited here in tmp_path, or hand-written where said."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import runcompare as rc
+from runcompare.errors import InputError
+from runcompare.sources import wandb, wandb_export
+
+from .conftest import DATA, SAMPLES
+
+EXPORTS = DATA / "wandb_export"
+API, PANEL = EXPORTS / "api", EXPORTS / "ui"
+PANEL_STEP = PANEL / "train_loss.csv"
+PANEL_GLOBAL = PANEL / "train_loss_by_global_step.csv"
+COLS = ["metric", "step", "value"]
+
+
+def folder_points(run: str) -> pl.DataFrame:
+    """The points of a sample run read from its W&B run folder."""
+    return wandb.read(SAMPLES / run / "wandb").scalars
+
+
+@pytest.mark.parametrize("suffix", ["csv", "parquet"])
+def test_api_history_matches_the_run_folder(suffix: str) -> None:
+    raw = wandb_export.read(API / f"mamba.{suffix}")
+    assert raw.source == "wandb-export" and raw.step_unit == "optimizer"
+    assert raw.name == "mamba" and raw.facts == {}
+    assert [f.code for f in raw.findings] == ["step-metric"]
+    assert "'train/global_step'" in raw.findings[0].message
+    expected = folder_points("mamba")
+    assert raw.scalars.height == expected.height == 101
+    cols = [*COLS, "wall_time"]
+    assert raw.scalars.select(cols).sort(COLS).equals(expected.select(cols).sort(COLS))
+    loss = raw.scalars.filter(pl.col("metric") == "train/loss").sort("step")
+    assert loss["step"].to_list() == list(range(5, 101, 5))
+
+
+def test_api_history_as_json_lines_keeps_pandas_ten_decimals() -> None:
+    raw = wandb_export.read(API / "mamba.jsonl")
+    expected = folder_points("mamba").select(COLS).sort(COLS)
+    got = raw.scalars.select(COLS).sort(COLS)
+    assert got.select("metric", "step").equals(expected.select("metric", "step"))
+    for a, b in zip(got["value"].to_list(), expected["value"].to_list()):
+        assert a == pytest.approx(b, abs=1e-10)
+    assert got["value"].to_list() != expected["value"].to_list()  # to_json rounds
+
+
+def test_api_history_without_step_metric_is_on_log_calls() -> None:
+    raw = wandb_export.read(API / "plain.csv")
+    assert raw.step_unit == "log_call"
+    assert "step-is-log-call" in [f.code for f in raw.findings]
+    loss = raw.scalars.filter(pl.col("metric") == "train/loss").sort("step")
+    evals = raw.scalars.filter(pl.col("metric") == "eval/loss").sort("step")
+    # pandas writes the run's NaN at step 17 as an empty cell: the same as "not logged"
+    assert loss.height == 29 and 17 not in loss["step"].to_list()
+    assert loss["value"][0] == pytest.approx(4 * 0.95)
+    assert evals["step"].to_list() == [10, 21, 32]
+    # the run folder has the NaN point too; everything else is the same
+    folder = wandb.read(DATA / "wandb" / "project" / "wandb" / _plain_folder()).scalars
+    finite = folder.filter(~pl.col("value").is_nan()).select(COLS).sort(COLS)
+    assert raw.scalars.select(COLS).sort(COLS).equals(finite)
+
+
+def _plain_folder() -> str:
+    for run in wandb.expand(DATA / "wandb" / "project"):
+        if wandb.read(run).name == "plain":
+            return run.name
+    raise LookupError("plain")
+
+
+def test_api_history_step_metric_can_be_set() -> None:
+    raw = wandb_export.read(API / "plain.csv", hints={"step_metric": "_step"})
+    assert raw.step_unit == "log_call"
+    with pytest.raises(InputError, match="step_metric 'nope' is not in the history"):
+        wandb_export.read(API / "plain.csv", hints={"step_metric": "nope"})
+
+
+def test_panel_csv_is_one_run_per_run_name() -> None:
+    roots = wandb_export.expand(PANEL_GLOBAL)
+    assert [r.name for r in roots] == ["mamba", "attn"]
+    runs = rc.load_many([PANEL_GLOBAL], cache=False)
+    assert [r.name for r in runs] == ["mamba", "attn"]
+    for run in runs:
+        assert run.step_unit == "optimizer" and run.format == "wandb-export"
+        expected = folder_points(run.name).filter(pl.col("metric") == "train/loss")
+        assert run.scalars.filter(pl.col("metric") == "train/loss").select(COLS).sort(
+            COLS).equals(expected.select(COLS).sort(COLS))
+        assert run.optimizer_steps == 100
+
+
+def test_panel_csv_on_step_is_on_log_calls() -> None:
+    raw = wandb_export.read(PANEL_STEP / "attn")
+    assert raw.step_unit == "log_call" and raw.name == "attn"
+    warning = next(f for f in raw.findings if f.code == "step-is-log-call")
+    assert "x-axis is Step" in warning.message and "train/global_step" in warning.message
+    loss = raw.scalars.sort("step")
+    # the Trainer logs train and eval in separate calls: _step runs ahead of the log count
+    assert loss.height == 20 and loss["step"][0] == 0 and loss["step"][-1] > 19
+    expected = folder_points("attn").filter(pl.col("metric") == "train/loss").sort("step")
+    assert loss["value"].to_list() == expected["value"].to_list()
+
+
+def test_panel_csv_with_several_runs_needs_one_named(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="holds 2 exported W&B runs"):
+        wandb_export.read(PANEL_GLOBAL)
+    assert not wandb_export.sniff(PANEL_GLOBAL / "nobody")
+
+
+def test_panel_spread_and_groups_are_said(tmp_path: Path) -> None:
+    # a copy of the real export where one bucket spreads, and the runs renamed as groups
+    text = PANEL_GLOBAL.read_text()
+    lines = text.splitlines()
+    cells = lines[1].split(",")
+    cells[2] = '"1.5"'  # mamba's train/loss__MIN at step 5
+    lines[1] = ",".join(cells)
+    lines[0] = lines[0].replace('"mamba - ', '"Group: mamba - ')
+    path = tmp_path / "grouped.csv"
+    path.write_text("\n".join(lines) + "\n")
+    raw = wandb_export.read(path / "Group: mamba")
+    assert raw.name == "mamba"
+    codes = {f.code: f for f in raw.findings}
+    assert "1 values" in codes["panel-sampled"].message
+    assert "aggregate line of a W&B group" in codes["panel-group"].message
+
+
+def test_run_names_with_a_slash_get_encoded_roots(tmp_path: Path) -> None:
+    path = tmp_path / "slash.csv"
+    path.write_text(PANEL_GLOBAL.read_text().replace('"mamba - ', '"exp/mamba - '))
+    roots = wandb_export.expand(path)
+    assert roots[0].name == "exp%2Fmamba"
+    assert wandb_export.read(roots[0]).name == "exp/mamba"
+
+
+def test_time_x_axis_is_an_input_error(tmp_path: Path) -> None:
+    # hand-written: a panel exported on wall time (malformed for runcompare's purpose)
+    path = tmp_path / "time.csv"
+    path.write_text('"Wall Time","a - train/loss","a - train/loss__MIN","a - train/loss__MAX"\n'
+                    '"1700000000","2.5","2.5","2.5"\n')
+    with pytest.raises(InputError, match="x-axis is 'Wall Time', a time"):
+        wandb_export.read(path / "a")
+
+
+def test_exports_are_not_claimed_by_other_sources_nor_claim_theirs() -> None:
+    assert wandb_export.sniff(API) and wandb_export.sniff(PANEL)
+    assert not wandb_export.sniff(DATA / "lightning")
+    assert not any(wandb_export.sniff(p) for p in (DATA / "lightning").rglob("metrics.csv"))
+    assert not wandb_export.sniff(SAMPLES / "mamba")
+
+
+def test_cli_compares_the_runs_of_a_panel_export(cli, tmp_path: Path) -> None:
+    out = cli.json(PANEL_GLOBAL, "--x", "step", "-o", tmp_path / "r.html")
+    assert [run["name"] for run in out["runs"]] == ["mamba", "attn"]
+    assert all(run["format"] == "wandb-export" for run in out["runs"])
+    assert (tmp_path / "r.html").is_file()
+
+
+def test_unreadable_export_names_the_file(tmp_path: Path) -> None:
+    # a copy of the real CSV cut inside a quoted cell
+    path = tmp_path / "cut.csv"
+    data = (API / "mamba.csv").read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    raw = wandb_export.read(path)
+    full = wandb_export.read(API / "mamba.csv")
+    assert 0 < raw.scalars.height < full.scalars.height
+    assert not math.isnan(raw.scalars["value"].sum())
