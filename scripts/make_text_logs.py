@@ -230,6 +230,47 @@ def torchtitan() -> str:
     return "\n".join(lines) + "\n"
 
 
+def titan_step(stamp: datetime, step: int, loss: float) -> str:
+    c = COLORS
+    return titan(stamp, f"{c['red']}step: {step:2}  {c['green']}loss: {loss:7.4f}  "
+                        f"{c['orange']}grad_norm: {0.9 + 1 / step:7.4f}  "
+                        f"{c['yellow']}memory: {41.30:5.2f}GiB({52.25:.2f}%)  "
+                        f"{c['blue']}tps: {round(3321.7 + step):,}  "
+                        f"{c['cyan']}tflops: {152.61 + step % 3:,.2f}  "
+                        f"{c['magenta']}mfu: {15.43 + step % 2:.2f}%{c['reset']}")
+
+
+def torchtitan_resume() -> str:
+    """Two launches of the current torchtitan appended to one file: the batch on its own
+    ``Trainer is initialized with ...`` line; launch 1 logs steps 1, 10, ..., 50 and dies in
+    step 57; launch 2 loads the step-40 checkpoint and logs 50, ..., 80 (its step 50 a little
+    off the first one's: data order after resume)."""
+    t = START
+    lines: list[str] = []
+    for launch, (first, last) in enumerate(((1, 57), (41, 80))):
+        lines += [titan(t, "Starting job: Llama 3 debug training"),
+                  titan(t, "Trainer is initialized with local batch size 2, global batch size "
+                           "16, gradient accumulation steps 2, sequence length 4096, total "
+                           "steps 80 (warmup 10).")]
+        if launch:
+            lines.append(titan(t, "Loading the checkpoint at step 40."))
+            t += timedelta(seconds=2.31)
+            lines.append(titan(t, "Finished loading the checkpoint in 2.31 seconds."))
+        lines.append(titan(t, f"Training starts at step {first}."))
+        for step in range(first, last + 1):
+            t += timedelta(seconds=2.5)
+            if step == 1 or step % 10 == 0:
+                lines.append(titan_step(t, step, loss_at(step, 11.0, 2.5) + 0.01 * launch))
+        if not launch:
+            lines += [titan(t, "Training failed; CUDA error: an illegal memory access was "
+                               "encountered"), "Traceback (most recent call last):",
+                      '  File "torchtitan/train.py", line 640, in train', "RuntimeError: CUDA "
+                      "error: an illegal memory access was encountered"]
+        t += timedelta(minutes=5)
+    lines.append(titan(t, "Training completed"))
+    return "\n".join(lines) + "\n"
+
+
 # --- generic key=value, and a format only --pattern reads ---------------------------------
 
 def generic_kv() -> str:
@@ -354,6 +395,7 @@ def main() -> None:
         handle.write(b"\x00\x00\xff\xfe garbage \x80\x81\n")
     write("nanogpt/train.log", nanogpt())
     write("torchtitan/train.log", torchtitan())
+    write("torchtitan_resume/train.log", torchtitan_resume())
     write("kv/train.log", generic_kv())
     write("colon/train.log", generic_colon())
     write("pattern/train.log", custom_pattern())

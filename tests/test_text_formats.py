@@ -22,7 +22,7 @@ PATTERN = (r"(?P<wall_time>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) ep \d+ it (?P<step>\d
 
 @pytest.mark.parametrize("folder, owner", [
     ("megatron_ramp", "megatron"), ("megatron_restart", "megatron"), ("nanogpt", "nanogpt"),
-    ("torchtitan", "torchtitan"), ("kv", "text"), ("colon", "text"), ("seed_trainer", "text"),
+    ("torchtitan", "torchtitan"), ("torchtitan_resume", "torchtitan"), ("kv", "text"), ("colon", "text"), ("seed_trainer", "text"),
     ("hf4x_attn", "hf-stdout"), ("pattern", None)])
 def test_each_log_is_claimed_by_its_own_source_only(folder, owner):
     claimed = [name for name, module in TEXT_SOURCES.items() if module.sniff(TEXT / folder)]
@@ -86,7 +86,7 @@ def test_torchtitan_facts_from_the_training_starts_line():
     assert (facts["per_device_batch"].value, facts["global_batch"].value,
             facts["grad_accum"].value, facts["seq_len"].value, facts["max_steps"].value) == \
         (1, 8, 1, 8192, 100)
-    assert facts["seq_len"].source == "train.log: Training starts at step ..., sequence length"
+    assert facts["seq_len"].source == "train.log line 4: sequence length"
 
 
 def test_seed_trainer_steps_and_the_micro_step_bar():
@@ -149,3 +149,22 @@ def test_binary_garbage_is_not_a_log(tmp_path):
         assert not module.sniff(junk)
     with pytest.raises(InputError):
         text.read(junk)
+
+
+def test_torchtitan_resume_is_two_legs_from_the_loaded_checkpoint():
+    raw = torchtitan.read(TEXT / "torchtitan_resume")
+    # launch 2 says "Training starts at step 41." after loading the step-40 checkpoint
+    assert raw.leg_starts == {1: 41}
+    loss = raw.scalars.filter(metric="train/loss").sort("step", "leg")
+    assert loss.select("step", "leg").rows() == [
+        (1, 0), (10, 0), (20, 0), (30, 0), (40, 0), (50, 0), (50, 1), (60, 1), (70, 1), (80, 1)]
+    run = rc.load(TEXT / "torchtitan_resume", cache=False)
+    kept = run.scalars.filter(metric="train/loss").sort("step")
+    assert kept["step"].to_list() == [1, 10, 20, 30, 40, 50, 60, 70, 80]
+    first, second = loss.filter(step=50)["value"].to_list()
+    assert kept.filter(step=50)["value"].item() == second != first
+    # the batch is on its own "Trainer is initialized with ..." line in current versions
+    assert (run.batch.per_device_batch.value, run.batch.grad_accum.value,
+            run.batch.global_batch.value, run.batch.seq_len.value) == (2, 2, 16, 4096)
+    assert run.batch.seq_len.source == "train.log line 15: sequence length"
+    assert run.micro_steps == 160

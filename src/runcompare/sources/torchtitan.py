@@ -8,10 +8,14 @@ second per device; older versions print ``wps``) -> ``train/tps_per_device``, ``
 ``train/tflops_per_device``, ``mfu`` -> ``train/mfu`` (percent; ``N/A`` is left out); any
 other ``key: number`` -> ``train/<key>``; ``validate step: N  loss: X`` -> ``eval/loss``.
 
-Facts (kind ``logged``) from ``Training starts at step S, with local batch size B, global batch
-size G, gradient accumulation steps A, sequence length L, total steps T``: per_device_batch,
-global_batch, grad_accum, seq_len, max_steps (whichever the version prints). Legs: each
-``Training starts at step S`` starts one, at step S.
+Facts (kind ``logged``) from the line that gives the batch: ``Trainer is initialized with local
+batch size B, global batch size G, gradient accumulation steps A, sequence length L, total
+steps T (warmup W).`` (current versions; older ones print it as ``Training starts at step S,
+with local batch size B, ...``): per_device_batch, global_batch, grad_accum, seq_len, max_steps
+(whichever the version prints; the last line wins). Legs: each ``Training starts at step S``
+starts one, at step S, or after the step of the ``Loading the checkpoint at step N.`` line
+printed before the leg's first step when that is later (versions that announce the start
+before loading the checkpoint always say step 1).
 """
 
 from __future__ import annotations
@@ -37,7 +41,8 @@ _PAIR = r"[A-Za-z_][A-Za-z_ ]*?:\s+[^\s]+"
 _STARTS = {"start": r"Training starts at step (\d+)", "per_device_batch": r"local batch size (\d+)",
            "global_batch": r"global batch size (\d+)",
            "grad_accum": r"gradient accumulation steps (\d+)",
-           "seq_len": r"sequence length (\d+)", "max_steps": r"total steps (\d+)"}
+           "seq_len": r"sequence length (\d+)", "max_steps": r"total steps (\d+)",
+           "checkpoint": r"Loading the checkpoint at step (\d+)"}
 _NAMES = {"loss": "train/loss", "grad_norm": "train/grad_norm", "memory": "train/memory_gib",
           "tps": "train/tps_per_device", "wps": "train/tps_per_device",
           "tflops": "train/tflops_per_device", "mfu": "train/mfu"}
@@ -93,7 +98,8 @@ def _parse(frame: pl.DataFrame) -> pl.DataFrame:
     out = rows.with_columns(message=message, step=step, wall_time=_lines.timestamp(text),
                             is_train=message.str.starts_with("step:"), **starts)
     out = out.with_columns(launch=pl.col("start").is_not_null())
-    return out.filter(pl.col("step").is_not_null() | pl.col("launch"))
+    return out.filter(pl.col("step").is_not_null()
+                      | pl.any_horizontal(pl.col(name).is_not_null() for name in _STARTS))
 
 
 def _points(pairs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -119,13 +125,13 @@ def _points(pairs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 
 def _facts(rows: pl.DataFrame, logs: list[Path]) -> dict[str, Fact[Any]]:
-    starts = rows.filter("launch").tail(1)
     facts: dict[str, Fact[Any]] = {}
-    for name in _STARTS:
-        if name != "start" and starts.height and starts[name][0] is not None:
-            phrase = _STARTS[name].split(" (", 1)[0]
-            facts[name] = Fact(int(starts[name][0]), f"{logs[-1].name}: Training starts at "
-                                                     f"step ..., {phrase}")
+    for name, pattern in _STARTS.items():
+        found = rows.filter(pl.col(name).is_not_null()).tail(1)
+        if name not in ("start", "checkpoint") and found.height:
+            words = pattern.split(" (", 1)[0]
+            facts[name] = Fact(int(found[name][0]), f"{logs[-1].name} line {found['line'][0]}: "
+                                                    f"{words}")
     steps = rows.filter("is_train").get_column("step")
     if steps.len():
         facts["global_step"] = Fact(int(steps.max()), f"{logs[-1].name}: last step")  # type: ignore[arg-type]
@@ -133,5 +139,11 @@ def _facts(rows: pl.DataFrame, logs: list[Path]) -> dict[str, Fact[Any]]:
 
 
 def _leg_starts(rows: pl.DataFrame) -> dict[int, int]:
-    starts = rows.filter("launch").group_by("leg").agg(pl.col("start").last())
+    """The first step of each restarted leg: its ``Training starts at step S``, or the step after
+    the checkpoint it loaded when later (a checkpoint line belongs to the next leg's steps)."""
+    upcoming = pl.when("is_train").then("leg").backward_fill()
+    loaded = rows.select(leg=upcoming, start=pl.col("checkpoint") + 1).drop_nulls()
+    announced = rows.filter("launch").select("leg", "start")
+    starts = pl.concat([announced, loaded.cast(announced.schema)]).group_by("leg").agg(
+        pl.col("start").max())
     return {leg: start for leg, start in starts.iter_rows() if leg > 0}
