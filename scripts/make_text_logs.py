@@ -262,10 +262,9 @@ def torchtitan_resume() -> str:
             if step == 1 or step % 10 == 0:
                 lines.append(titan_step(t, step, loss_at(step, 11.0, 2.5) + 0.01 * launch))
         if not launch:
-            lines += [titan(t, "Training failed; CUDA error: an illegal memory access was "
-                               "encountered"), "Traceback (most recent call last):",
-                      '  File "torchtitan/train.py", line 640, in train', "RuntimeError: CUDA "
-                      "error: an illegal memory access was encountered"]
+            error = "CUDA error: an illegal memory access was encountered"
+            lines += [titan(t, f"Training failed; {error}"), "Traceback (most recent call last):",
+                      '  File "torchtitan/train.py", line 640, in train', f"RuntimeError: {error}"]
         t += timedelta(minutes=5)
     lines.append(titan(t, "Training completed"))
     return "\n".join(lines) + "\n"
