@@ -307,14 +307,12 @@ def _assemble(path: Path, logs: list[Path], events: pl.DataFrame, pairs: pl.Data
     steps, step_findings = _steps(events, info, hints, logs[0])
     findings += step_findings
     findings += _epoch_check(steps, info, logs[0])
-    scalars = pairs.join(steps.select("pos", "off", "step", "leg"), on=["pos", "off"]).select(
-        metric=pl.col("key").replace_strict(_names(pairs), return_dtype=pl.String),
-        value="value", step="step", wall_time=pl.lit(None, pl.Float64),
-        leg=pl.col("leg").cast(pl.Int32))
+    names = _names(pairs)
+    scalars = _points(pairs, steps, names)
     finding = _lines.unparsed_finding(logs[0] if len(logs) == 1 else path, bad,
                                       "Trainer log dicts")
     findings += [finding] if finding else []
-    aliases = {name: key for key, name in _names(pairs).items()}
+    aliases = {name: key for key, name in names.items()}
     return RawLog(source="hf-stdout", path=path, scalars=scalars, step_unit="optimizer",
                   facts=_facts(info, steps, pairs, logs), findings=findings, files=logs,
                   aliases=aliases, leg_starts=_leg_starts(events))
@@ -322,6 +320,52 @@ def _assemble(path: Path, logs: list[Path], events: pl.DataFrame, pairs: pl.Data
 
 def _names(pairs: pl.DataFrame) -> dict[str, str]:
     return {k: canonical_name(k) for k in pairs.get_column("key").unique().drop_nulls()}
+
+
+def _points(pairs: pl.DataFrame, steps: pl.DataFrame, names: dict[str, str]) -> pl.DataFrame:
+    """:data:`RAW_SCHEMA` rows of the entries whose dict has a step.
+
+    Both frames are in (pos, off) order and a dict's entries are consecutive, so the dicts
+    are matched once each by a sorted search on one integer key (the rank of the dict's line
+    among the stepped dicts' lines, then its offset) and their step handed to their entries,
+    instead of a hash join of every entry on two columns; the metric name comes from the
+    key's code in an Enum.
+    """
+    if steps.is_empty() or pairs.is_empty():
+        return _points_by_join(pairs, steps, names)
+    pos, off = (pairs.get_column(c).to_numpy() for c in ("pos", "off"))
+    dict_pos, dict_off = (steps.get_column(c).to_numpy() for c in ("pos", "off"))
+    starts = np.flatnonzero(np.r_[True, (pos[1:] != pos[:-1]) | (off[1:] != off[:-1])])
+    lines = dict_pos[np.r_[True, dict_pos[1:] != dict_pos[:-1]]]
+    if max(off.max(), dict_off.max()) >= 1 << 32 or (np.diff(lines) <= 0).any():
+        return _points_by_join(pairs, steps, names)  # out of order, or 4 GiB into a line
+    rank = np.searchsorted(lines, pos[starts])
+    on_line = lines[np.minimum(rank, len(lines) - 1)] == pos[starts]
+    key = (rank.astype(np.int64) << 32) | off[starts]
+    dict_key = (np.arange(len(lines), dtype=np.int64).repeat(
+        np.diff(np.r_[np.flatnonzero(np.r_[True, dict_pos[1:] != dict_pos[:-1]]),
+                      len(dict_pos)])) << 32) | dict_off
+    if (np.diff(dict_key) <= 0).any():
+        return _points_by_join(pairs, steps, names)
+    at = np.minimum(np.searchsorted(dict_key, key), len(dict_key) - 1)
+    found = on_line & (dict_key[at] == key)
+    sizes = np.diff(np.r_[starts, len(pos)])
+    entry_found, entry_at = found.repeat(sizes), at.repeat(sizes)
+    kept = pairs if entry_found.all() else pairs.filter(pl.Series(entry_found))
+    at = entry_at[entry_found]
+    codes = kept.get_column("key").cast(pl.Enum(list(names))).to_physical()
+    return kept.select(
+        metric=pl.Series(list(names.values()), dtype=pl.String).gather(codes),
+        value="value", step=steps.get_column("step").gather(at),
+        wall_time=pl.lit(None, pl.Float64), leg=steps.get_column("leg").gather(at).cast(pl.Int32))
+
+
+def _points_by_join(pairs: pl.DataFrame, steps: pl.DataFrame,
+                    names: dict[str, str]) -> pl.DataFrame:
+    return pairs.join(steps.select("pos", "off", "step", "leg"), on=["pos", "off"]).select(
+        metric=pl.col("key").replace_strict(names, return_dtype=pl.String),
+        value="value", step="step", wall_time=pl.lit(None, pl.Float64),
+        leg=pl.col("leg").cast(pl.Int32))
 
 
 def _legs(events: pl.DataFrame) -> pl.Series:
