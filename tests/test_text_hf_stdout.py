@@ -264,3 +264,38 @@ def test_beside_trainer_state_the_stdout_adds_facts_without_conflicts():
     assert "hf-stdout" in run.sources and run.format != "hf-stdout"
     assert not [f for f in run.findings if f.code == "fact-conflict"]
     assert run.facts["steps_per_epoch"].source == "train.log: Num update steps per epoch"
+
+
+def _regex_only(monkeypatch):
+    monkeypatch.setattr(hf_stdout, "_layout_dicts", lambda rows: None)
+
+
+@pytest.mark.parametrize("run", RUNS + [TEXT / "hf4x_attn"], ids=lambda p: p.name)
+def test_the_layout_fast_path_reads_what_the_regexes_read(run, monkeypatch):
+    fast = hf_stdout.read(run)
+    _regex_only(monkeypatch)
+    slow = hf_stdout.read(run)
+    assert sorted(fast.scalars.rows()) == sorted(slow.scalars.rows())
+    assert fast.findings == slow.findings and fast.facts == slow.facts
+
+
+def test_the_fast_path_leaves_odd_dicts_to_the_regexes(tmp_path, monkeypatch):
+    lines = (SAMPLES / "attn" / "train.log").read_text().split("\n")
+    odd = {"'loss': '": "'loss': 'x", "'grad_norm': '": "'grad_norm': ", "}": "}\r",
+           "'epoch': '": "'epoch': '1, '", "{'loss'": "{'eval_loss': '1.5', 'loss'",
+           "'learning_rate': '": "'learning_rate': '1,0"}
+    damaged = []
+    for index, line in enumerate(lines):
+        old, new = list(odd.items())[index % 8] if index % 8 < len(odd) else ("", "")
+        damaged.append(line.replace(old, new, 1) if old and "{'loss'" in line else line)
+    log = tmp_path / "train.log"
+    log.write_text("\n".join(damaged))
+    fast = _outcome(log)
+    _regex_only(monkeypatch)
+    assert fast == _outcome(log)
+    assert "unparsed-lines" in [f.code for f in fast[1]]
+
+
+def _outcome(log: Path) -> tuple[object, ...]:
+    raw = hf_stdout.read(log, hints={"logging_steps": 5})
+    return sorted(raw.scalars.rows()), raw.findings, raw.facts, raw.leg_starts

@@ -129,3 +129,9 @@ def test_nan_loss_is_kept_and_a_word_for_a_number_is_reported(tmp_path):
     assert raw.scalars.filter(metric="train/grad_norm", step=20).is_empty()
     unparsed = next(f.message for f in raw.findings if f.code == "unparsed-lines")
     assert "1 line looked like" in unparsed and "iteration       20/" in unparsed
+
+
+def test_a_unit_separator_on_the_first_line_of_a_chunk_is_cut_not_fatal(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_bytes(b"\x1fgarbage\n" + (RESTART / "train.log").read_bytes())
+    assert megatron.read(log).scalars.height == megatron.read(RESTART).scalars.height

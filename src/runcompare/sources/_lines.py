@@ -53,7 +53,8 @@ LOG_SUFFIXES = (".log", ".out", ".txt", ".err")
 _WANDB_DEBUG = {"debug.log", "debug-internal.log", "debug-core.log"}
 _WANDB_RUN = re.compile(r"(?:offline-)?run-\d{8}_\d{6}-\w+$")
 _CSV = {"has_header": False, "separator": "\x1f", "quote_char": None,
-        "schema": {"text": pl.String}, "encoding": "utf8-lossy", "truncate_ragged_lines": True}
+        "schema": {"text": pl.String}, "encoding": "utf8-lossy", "truncate_ragged_lines": True,
+        "extra_columns": "ignore"}
 _ANSI = r"\x1b\[[0-9;?]*[A-Za-z]"
 
 

@@ -41,6 +41,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from ..errors import InputError, MissingInfoError
@@ -114,31 +115,23 @@ def _parse(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
     before = text.str.split_exact("{'", 0).struct.field("field_0")
     bar_before = before.str.contains("it/s", literal=True) | before.str.contains("s/it",
                                                                                   literal=True)
+    # each regex of the other events holds a literal: only lines holding it are searched
+    hints = {"reset": text.str.contains("| 0/", literal=True),
+             "info": text.str.contains(" = ", literal=True),
+             "launch": text.str.contains(LAUNCH, literal=True),
+             "resume": text.str.contains("global step", literal=True)}
     frame = frame.with_columns(
         next_bar=before.shift(-1).str.extract_groups(_BAR),
         glued=has_dict & has_dict.shift(1).fill_null(False) & ~bar_before,
-        edge=pl.int_range(pl.len()) == pl.len() - 1)
-    wanted = (has_dict | first | text.str.contains("| 0/", literal=True)
-              | text.str.contains(" = ", literal=True) | text.str.contains(LAUNCH, literal=True)
-              | text.str.contains("global step", literal=True))
-    rows = frame.filter(wanted)
-    dicts = _dicts(rows.filter(has_dict))
-    # an entry is 'key': value with no ' in the key: split at its first "': " (no regex)
-    pairs = dicts.select("line", "off", "items").explode("items").with_columns(
-        entry=pl.col("items").str.splitn("': ", 2)).unnest("entry")
-    pairs = pairs.select("line", "off", key=pl.col("field_0").str.slice(1),
-                         value=_numbers(pairs.get_column("field_1")))
-    unreadable = pairs.filter(pl.col("value").is_null()).select("line", "off").unique()
-    pairs = pairs.join(unreadable, on=["line", "off"], how="anti")
-    kinds = _kinds(pairs)
-    dicts = dicts.drop("items").join(kinds, on=["line", "off"], how="left").with_columns(
-        bad=pl.col("bad") | pl.col("kind").is_null())
-    dicts = dicts.with_columns(snippet=pl.when("bad").then("snippet"))
+        edge=pl.int_range(pl.len()) == pl.len() - 1, has_dict=has_dict,
+        other=pl.any_horizontal(*hints.values()))
+    rows = frame.filter(pl.col("has_dict") | first | pl.col("other"))
+    dicts, pairs = _dicts(rows.filter("has_dict"))
     head = rows.filter(first).select(
         "line", off=pl.lit(-3, pl.Int64), ev=pl.lit("head"),
         bar=text.str.split("{'").list.first().str.extract_groups(_BAR))
     reset = text.str.extract(r"\| 0/(\d+) \[", 1).cast(pl.Int64)
-    others = rows.select(
+    others = rows.filter("other").select(
         "line", off=pl.lit(-2, pl.Int64), reset=reset,
         launch=text.str.contains(LAUNCH, literal=True), info=text.str.extract_groups(_INFO),
         resume=text.str.extract(_RESUME, 1).cast(pl.Int64)).unnest("info")
@@ -149,6 +142,19 @@ def _parse(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
                         .cast({"n": pl.Int64, "total": pl.Int64}),
                         others.with_columns(ev=pl.lit("other"))], how="diagonal_relaxed")
     return {"events": events, "pairs": pairs}
+
+
+def _pairs(dicts: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The entries (line, off, key, value) of ``dicts`` (one row per dict, ``items`` its
+    ``'key': value`` texts) whose values all read as numbers, and kind and epoch per dict."""
+    # an entry is 'key': value with no ' in the key: split at its first "': " (no regex)
+    pairs = dicts.select("line", "off", "items").explode("items").with_columns(
+        entry=pl.col("items").str.splitn("': ", 2)).unnest("entry")
+    pairs = pairs.select("line", "off", key=pl.col("field_0").str.slice(1),
+                         value=_numbers(pairs.get_column("field_1")))
+    unreadable = pairs.filter(pl.col("value").is_null()).select("line", "off").unique()
+    pairs = pairs.join(unreadable, on=["line", "off"], how="anti")
+    return pairs, _kinds(pairs)
 
 
 def _numbers(printed: pl.Series) -> pl.Series:
@@ -163,11 +169,100 @@ def _numbers(printed: pl.Series) -> pl.Series:
     return value
 
 
-def _dicts(rows: pl.DataFrame) -> pl.DataFrame:
-    """One row per dict on the lines in ``rows``: its offset, entries and the bar after it."""
+def _dicts(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """One row per dict on the lines in ``rows`` (its offset, kind, epoch and the bar after
+    it; unreadable ones marked ``bad``) and one row per entry of the readable ones.
+
+    Fast path: a line that ends with its only dict, whose entries are the keys of the chunk's
+    first such dict in the same order, is split at ``, '`` with no regex
+    (:func:`_layout_dicts`); every other line takes the general regex path.
+    """
     text = pl.col("text")
-    found = rows.with_columns(dict=text.str.extract_all(_DICT),
-                              off=text.str.find("{'", literal=True).cast(pl.Int64))
+    last = text.str.extract(r"\{'[^{}]*\}$", 0)
+    rows = rows.with_columns(off=text.str.find("{'", literal=True).cast(pl.Int64),
+                             last=last)
+    alone = rows.select(pl.col("last").is_not_null() & (
+        pl.col("off") == text.str.len_bytes() - pl.col("last").str.len_bytes())).to_series()
+    fast = _layout_dicts(rows.filter(alone)) if alone.any() else None
+    rest = rows if fast is None else rows.join(fast[0].select("line"), on="line", how="anti")
+    parts, pairs = [], []
+    if fast is not None:
+        parts.append(fast[0])
+        pairs.append(fast[1])
+    if rest.height or fast is None:
+        events, slow_pairs = _dicts_by_regex(rest.drop("last"))
+        parts.append(events)
+        pairs.append(slow_pairs)
+    if len(pairs) > 1:  # in file order, as the regex path alone gives them
+        pairs = [pl.concat(pairs).sort("line", "off", maintain_order=True)]
+    return pl.concat(parts, how="diagonal_relaxed"), pairs[0]
+
+
+def _layout_dicts(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame] | None:
+    """Events and entries of the dicts in ``last`` that hold the first one's keys in its order
+    (each value a number, quoted or not); None when the first has no such layout. The rest
+    of ``rows`` is left to the regex path."""
+    import re
+
+    sample = rows.get_column("last")[0]
+    items = re.findall(_ITEM, sample)
+    keys = [item.split("': ", 1)[0][1:] for item in items]
+    if not keys or "{" + ", ".join(items) + "}" != sample:
+        return None
+    fields = pl.col("last").str.split_exact(", '", len(keys) - 1)
+    split = rows.select("line", "off", "glued", "edge", "next_bar",
+                        fields=fields).unnest("fields")
+    checks, values = [], {}
+    for index, key in enumerate(keys):
+        prefix = ("{'" if index == 0 else "") + key + "': "
+        field = pl.col(f"field_{index}")
+        printed = field.str.slice(len(prefix))
+        if index == len(keys) - 1:
+            printed = printed.str.strip_suffix("}")
+        quotes = printed.str.count_matches("'", literal=True)
+        # what the regex takes: a value in quotes with none inside, or one without , or '
+        whole = pl.when(quotes == 0).then(~printed.str.contains(",", literal=True)).otherwise(
+            (quotes == 2) & printed.str.starts_with("'") & printed.str.ends_with("'"))
+        checks.append(field.str.starts_with(prefix) & whole)
+        values[f"v{index}"] = printed
+    split = split.select("line", "off", "glued", "edge", "next_bar",
+                         ok=pl.all_horizontal(checks), **values)
+    split = split.filter("ok")
+    split = split.with_columns(_numbers(split.get_column(c)).alias(c) for c in values)
+    split = split.filter(pl.all_horizontal(pl.col(c).is_not_null() for c in values))
+    if split.is_empty():
+        return None
+    # entries in file order: the dicts' values row by row (no list column to explode)
+    n = len(keys)
+    pairs = pl.DataFrame({
+        "line": np.repeat(split.get_column("line").to_numpy(), n),
+        "off": np.repeat(split.get_column("off").to_numpy(), n),
+        "key": pl.Series(keys).gather(np.tile(np.arange(n), split.height)),
+        "value": np.column_stack([split.get_column(c).to_numpy() for c in values]).ravel()})
+    epoch = f"v{keys.index('epoch')}" if "epoch" in keys else None
+    events = split.select(
+        "line", "off", "glued", "edge", snippet=pl.lit(None, pl.String), bad=pl.lit(False),
+        n=pl.col("next_bar").struct.field("n").cast(pl.Int64),
+        total=pl.col("next_bar").struct.field("total").cast(pl.Int64),
+        epoch=pl.col(epoch) if epoch else pl.lit(None, pl.Float64), kind=pl.lit(_kind(keys)))
+    return events, pairs
+
+
+def _kind(keys: list[str]) -> str:
+    """The kind of a dict with these keys, as :func:`_kinds` tells it."""
+    if "train_runtime" in keys:
+        return "summary"
+    if any(k.startswith("eval_") for k in keys):
+        return "eval"
+    if any(k.startswith(("test_", "predict_")) for k in keys):
+        return "test"
+    return "train" if "loss" in keys else "other"
+
+
+def _dicts_by_regex(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """:func:`_dicts` of any line, by regexes: every dict on it, every entry of each."""
+    text = pl.col("text")
+    found = rows.with_columns(dict=text.str.extract_all(_DICT))
     trainer_like = pl.any_horizontal(*(text.str.contains(k, literal=True) for k in _DICT_KEYS))
     bad = found.filter((pl.col("dict").list.len() == 0) & trainer_like).select(
         "line", off="off", bad=pl.lit(True), snippet=text.str.slice(pl.col("off"), 200))
@@ -178,7 +273,11 @@ def _dicts(rows: pl.DataFrame) -> pl.DataFrame:
         items=pl.col("dict").str.extract_all(_ITEM), bad=pl.lit(False),
         n=pl.col("next_bar").struct.field("n").cast(pl.Int64),
         total=pl.col("next_bar").struct.field("total").cast(pl.Int64))
-    return pl.concat([good, bad], how="diagonal_relaxed")
+    dicts = pl.concat([good, bad], how="diagonal_relaxed")
+    pairs, kinds = _pairs(dicts)
+    dicts = dicts.drop("items").join(kinds, on=["line", "off"], how="left").with_columns(
+        bad=pl.col("bad") | pl.col("kind").is_null())
+    return dicts.with_columns(snippet=pl.when("bad").then("snippet")), pairs
 
 
 def _kinds(pairs: pl.DataFrame) -> pl.DataFrame:
@@ -208,14 +307,12 @@ def _assemble(path: Path, logs: list[Path], events: pl.DataFrame, pairs: pl.Data
     steps, step_findings = _steps(events, info, hints, logs[0])
     findings += step_findings
     findings += _epoch_check(steps, info, logs[0])
-    scalars = pairs.join(steps.select("pos", "off", "step", "leg"), on=["pos", "off"]).select(
-        metric=pl.col("key").replace_strict(_names(pairs), return_dtype=pl.String),
-        value="value", step="step", wall_time=pl.lit(None, pl.Float64),
-        leg=pl.col("leg").cast(pl.Int32))
+    names = _names(pairs)
+    scalars = _points(pairs, steps, names)
     finding = _lines.unparsed_finding(logs[0] if len(logs) == 1 else path, bad,
                                       "Trainer log dicts")
     findings += [finding] if finding else []
-    aliases = {name: key for key, name in _names(pairs).items()}
+    aliases = {name: key for key, name in names.items()}
     return RawLog(source="hf-stdout", path=path, scalars=scalars, step_unit="optimizer",
                   facts=_facts(info, steps, pairs, logs), findings=findings, files=logs,
                   aliases=aliases, leg_starts=_leg_starts(events))
@@ -223,6 +320,52 @@ def _assemble(path: Path, logs: list[Path], events: pl.DataFrame, pairs: pl.Data
 
 def _names(pairs: pl.DataFrame) -> dict[str, str]:
     return {k: canonical_name(k) for k in pairs.get_column("key").unique().drop_nulls()}
+
+
+def _points(pairs: pl.DataFrame, steps: pl.DataFrame, names: dict[str, str]) -> pl.DataFrame:
+    """:data:`RAW_SCHEMA` rows of the entries whose dict has a step.
+
+    Both frames are in (pos, off) order and a dict's entries are consecutive, so the dicts
+    are matched once each by a sorted search on one integer key (the rank of the dict's line
+    among the stepped dicts' lines, then its offset) and their step handed to their entries,
+    instead of a hash join of every entry on two columns; the metric name comes from the
+    key's code in an Enum.
+    """
+    if steps.is_empty() or pairs.is_empty():
+        return _points_by_join(pairs, steps, names)
+    pos, off = (pairs.get_column(c).to_numpy() for c in ("pos", "off"))
+    dict_pos, dict_off = (steps.get_column(c).to_numpy() for c in ("pos", "off"))
+    starts = np.flatnonzero(np.r_[True, (pos[1:] != pos[:-1]) | (off[1:] != off[:-1])])
+    lines = dict_pos[np.r_[True, dict_pos[1:] != dict_pos[:-1]]]
+    if max(off.max(), dict_off.max()) >= 1 << 32 or (np.diff(lines) <= 0).any():
+        return _points_by_join(pairs, steps, names)  # out of order, or 4 GiB into a line
+    rank = np.searchsorted(lines, pos[starts])
+    on_line = lines[np.minimum(rank, len(lines) - 1)] == pos[starts]
+    key = (rank.astype(np.int64) << 32) | off[starts]
+    dict_key = (np.arange(len(lines), dtype=np.int64).repeat(
+        np.diff(np.r_[np.flatnonzero(np.r_[True, dict_pos[1:] != dict_pos[:-1]]),
+                      len(dict_pos)])) << 32) | dict_off
+    if (np.diff(dict_key) <= 0).any():
+        return _points_by_join(pairs, steps, names)
+    at = np.minimum(np.searchsorted(dict_key, key), len(dict_key) - 1)
+    found = on_line & (dict_key[at] == key)
+    sizes = np.diff(np.r_[starts, len(pos)])
+    entry_found, entry_at = found.repeat(sizes), at.repeat(sizes)
+    kept = pairs if entry_found.all() else pairs.filter(pl.Series(entry_found))
+    at = entry_at[entry_found]
+    codes = kept.get_column("key").cast(pl.Enum(list(names))).to_physical()
+    return kept.select(
+        metric=pl.Series(list(names.values()), dtype=pl.String).gather(codes),
+        value="value", step=steps.get_column("step").gather(at),
+        wall_time=pl.lit(None, pl.Float64), leg=steps.get_column("leg").gather(at).cast(pl.Int32))
+
+
+def _points_by_join(pairs: pl.DataFrame, steps: pl.DataFrame,
+                    names: dict[str, str]) -> pl.DataFrame:
+    return pairs.join(steps.select("pos", "off", "step", "leg"), on=["pos", "off"]).select(
+        metric=pl.col("key").replace_strict(names, return_dtype=pl.String),
+        value="value", step="step", wall_time=pl.lit(None, pl.Float64),
+        leg=pl.col("leg").cast(pl.Int32))
 
 
 def _legs(events: pl.DataFrame) -> pl.Series:
