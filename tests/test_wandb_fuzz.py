@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from runcompare.sources import wandb_history
 from runcompare.sources.leveldb_log import (
     BLOCK,
     HEADER,
@@ -156,6 +157,18 @@ def test_bulk_framing_matches_sequential_reader_on_many_blocks(
     same_records(bytes(data))
 
 
+def test_bulk_crc_check_over_many_stretches_finds_the_first_bad_chunk() -> None:
+    """Six MiB of records, CRCs checked a MiB at a time by threads: a flipped byte late, early,
+    or in two stretches at once is found at the same chunk as the sequential reader finds it."""
+    good = frame([_payload(700 + i % 5 * 3000, i) for i in range(1500)])
+    assert len(good) > 6 * (1 << 20)
+    for positions in ([5_500_000], [1_200_000], [4_000_000, 2_100_000], [len(good) - 3]):
+        data = bytearray(good)
+        for pos in positions:
+            data[pos] ^= 0x21
+        same_records(bytes(data))
+
+
 def test_bulk_framing_matches_sequential_reader_on_real_files() -> None:
     for file in REAL:
         data = file.read_bytes()
@@ -179,6 +192,13 @@ def bulk(bodies: list[bytes]) -> tuple[list[tuple[int, str, str]], list[int]]:
     ends = np.cumsum([len(b) for b in bodies], dtype=np.int64)
     starts = ends - np.array([len(b) for b in bodies], dtype=np.int64)
     frame, errors = decode_history(blob, starts, ends)
+    # the same records decoded in parts by threads, as a large file is
+    whole, wandb_history._PART = wandb_history._PART, 1
+    try:
+        split, split_errors = decode_history(blob, starts, ends)
+    finally:
+        wandb_history._PART = whole
+    assert split.equals(frame) and split_errors == errors
     return list(frame.iter_rows()), [row for row, _ in errors]
 
 

@@ -35,6 +35,7 @@ import mmap
 import struct
 import zlib
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -51,6 +52,8 @@ _unpack = struct.Struct("<IHB").unpack_from
 _U32 = 0xFFFFFFFF
 #: Bytes per ``zlib.crc32`` call when checking CRCs in bulk.
 _PIECE = 1 << 20
+#: Threads that check the CRCs of a large file's stretches.
+WORKERS = 2
 
 #: What :func:`read_records` reads: ``bytes``, or a writable buffer with the same slicing and
 #: searching (``bytearray``, ``mmap.mmap``).
@@ -276,7 +279,8 @@ def _first_bad_crc(buf: np.ndarray, pos: np.ndarray, end: np.ndarray) -> int:
         u32[after], u16[after + 4], buf[pad] = value[:-1], 0, 0
         try:
             return _first_bad(bounds, lambda lo, hi: ~zlib.crc32(
-                buf[int(pos[lo]) + 6:int(end[hi - 1])], _U32) & _U32 == int(value[hi - 1]))
+                buf[int(pos[lo]) + 6:int(end[hi - 1])], _U32) & _U32 == int(value[hi - 1]),
+                              threads=WORKERS)
         finally:
             u32[after], u16[after + 4], buf[pad] = saved
     patch_at = np.zeros(n, np.int64)
@@ -304,11 +308,19 @@ def _view(buf: np.ndarray, dtype: str) -> np.ndarray:
     return np.ndarray((max(buf.size - width + 1, 0),), dtype, buf, 0, (1,))
 
 
-def _first_bad(bounds: np.ndarray, sound: Callable[[int, int], bool]) -> int:
-    """The first chunk that is not ``sound``: stretch after stretch (``bounds``), then by
-    halving the first stretch that is not."""
-    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-        if sound(lo, hi):
+def _first_bad(bounds: np.ndarray, sound: Callable[[int, int], bool], *,
+               threads: int = 1) -> int:
+    """The first chunk that is not ``sound``: stretch after stretch (``bounds``; with
+    ``threads``, that many at once, ``zlib`` releasing the GIL), then by halving the first
+    stretch that is not."""
+    stretches = list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+    if threads > 1 and len(stretches) > 1:
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            verdicts = list(pool.map(lambda span: sound(*span), stretches))
+    else:
+        verdicts = (sound(lo, hi) for lo, hi in stretches)
+    for (lo, hi), fine in zip(stretches, verdicts):
+        if fine:
             continue
         while hi - lo > 1:  # [lo, hi) holds a bad chunk: halve
             mid = (lo + hi) // 2
