@@ -11,7 +11,8 @@ default 10), ``--repeat R`` (timed reads, default 5; the best wall time and the 
 are reported, since the machine may be busy with other work), ``--dir`` (cache folder),
 ``--tensorboard DIR`` (also time ``tensorboard.read`` of the event file(s) in DIR, e.g. the
 1,000,000-scalar file that ``benchmarks/tensorboard_ingest.py`` writes, alternating with the
-W&B reads in this process, and print the ratio of the best wall times).
+W&B reads in this process, and print the ratio of the best wall times). Last, both are read
+from a filled parquet cache (in a temporary folder), as ``runcompare`` reads them again.
 The CPU time includes polars' worker threads, so it can exceed the wall time.
 """
 
@@ -97,6 +98,27 @@ def main() -> None:
         print(f"tensorboard.read of {args.tensorboard.name}: {tb.points:,} values, best "
               f"{min(tb_times):.3f} s wall, best CPU {min(tb_cpu):.3f} s; W&B ÷ TensorBoard "
               f"time per point {per_point:.2f}× (wall)")
+    cached(run, args.tensorboard, args.repeat)
+
+
+def cached(run: Path, logdir: Path | None, repeat: int) -> None:
+    """Best time of a cached read (``read_cached`` with a filled cache in a temporary
+    folder), of the W&B run and of the TensorBoard logdir when given."""
+    from runcompare import cache
+    from runcompare.sources import tensorboard, wandb
+
+    with tempfile.TemporaryDirectory() as folder:
+        os.environ["XDG_CACHE_HOME"] = folder
+        for name, module, path in (("wandb", wandb, run), ("tensorboard", tensorboard, logdir)):
+            if path is None:
+                continue
+            cache.read_cached(name, module, path)  # fills the cache
+            times = []
+            for _ in range(repeat):
+                started = time.perf_counter()
+                points = cache.read_cached(name, module, path).points
+                times.append(time.perf_counter() - started)
+            print(f"{name} cached: best {min(times):.3f} s wall for {points:,} values")
 
 
 if __name__ == "__main__":
