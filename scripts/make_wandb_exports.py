@@ -16,10 +16,11 @@ JSON value, which is what the run's history rows hold). Then:
           lines=True)`` and ``to_parquet(path)``. Files: ``mamba.{csv,jsonl,parquet}`` (HF
           Trainer run, ``train/global_step`` declared) and ``plain.csv`` (a ``wandb.log`` loop
           with no step metric).
-``ui/``   the CSV the W&B web app's "Export panel data" writes for a line plot of
-          ``train/loss`` of the runs ``mamba`` and ``attn``: the x-axis column (``Step``, W&B's
-          ``_step``; or the panel's custom x-axis ``train/global_step``), then per run
-          ``<run> - <metric>`` and its ``__MIN``/``__MAX`` columns, every header and value
+``ui/``   the CSVs the W&B web app's "Export panel data" writes for line plots of the runs
+          ``mamba`` and ``attn``: ``by_step/train_loss.csv`` (x-axis ``Step``, W&B's
+          ``_step``), ``by_global_step/train_loss.csv`` and ``by_global_step/learning_rate.csv``
+          (the panels' custom x-axis ``train/global_step``). Each has the x-axis column, then
+          per run ``<run> - <metric>`` and its ``__MIN``/``__MAX`` columns, every header and value
           quoted, an empty cell where a run has no point at that x. The layout follows exports
           published with public projects; the values are the runs' own, unsampled (the
           panel draws every point of runs this short, so min = max = value).
@@ -84,12 +85,12 @@ def js_number(value: float) -> str:
     return text
 
 
-def ui_csv(path: Path, runs: dict[str, list[dict]], x_axis: str) -> None:
+def ui_csv(path: Path, runs: dict[str, list[dict]], x_axis: str, metric: str) -> None:
     column = "Step" if x_axis == "_step" else x_axis
-    per_run = {name: {row[x_axis]: row[METRIC] for row in rows if METRIC in row and x_axis in row}
+    per_run = {name: {row[x_axis]: row[metric] for row in rows if metric in row and x_axis in row}
                for name, rows in runs.items()}
     xs = sorted({x for points in per_run.values() for x in points})
-    header = [column] + [f"{name} - {METRIC}{suffix}" for name in runs
+    header = [column] + [f"{name} - {metric}{suffix}" for name in runs
                          for suffix in ("", "__MIN", "__MAX")]
     with path.open("w", newline="") as out:
         writer = csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\n")
@@ -102,9 +103,9 @@ def ui_csv(path: Path, runs: dict[str, list[dict]], x_axis: str) -> None:
 
 
 def main() -> None:
-    shutil.rmtree(OUT, ignore_errors=True)
-    (OUT / "api").mkdir(parents=True)
-    (OUT / "ui").mkdir()
+    for folder in ("api", "ui"):  # README.md stays
+        shutil.rmtree(OUT / folder, ignore_errors=True)
+        (OUT / folder).mkdir(parents=True)
     rows = {name: history_rows(run_file(folder, name)) for name, folder in RUNS.items()}
     mamba = pd.DataFrame.from_records(rows["mamba"])  # as wandb's Run.history() builds it
     mamba.to_csv(OUT / "api" / "mamba.csv")
@@ -112,8 +113,11 @@ def main() -> None:
     mamba.to_parquet(OUT / "api" / "mamba.parquet")
     pd.DataFrame.from_records(rows["plain"]).to_csv(OUT / "api" / "plain.csv")
     panel = {name: rows[name] for name in ("mamba", "attn")}
-    ui_csv(OUT / "ui" / "train_loss.csv", panel, "_step")
-    ui_csv(OUT / "ui" / "train_loss_by_global_step.csv", panel, "train/global_step")
+    for folder, x_axis in (("by_step", "_step"), ("by_global_step", "train/global_step")):
+        (OUT / "ui" / folder).mkdir()
+        ui_csv(OUT / "ui" / folder / "train_loss.csv", panel, x_axis, "train/loss")
+    ui_csv(OUT / "ui" / "by_global_step" / "learning_rate.csv", panel, "train/global_step",
+           "train/learning_rate")
     for path in sorted(OUT.rglob("*.*")):
         print(f"{path.relative_to(REPO)}: {path.stat().st_size:,} bytes")
 

@@ -18,8 +18,8 @@ from .conftest import DATA, SAMPLES
 
 EXPORTS = DATA / "wandb_export"
 API, PANEL = EXPORTS / "api", EXPORTS / "ui"
-PANEL_STEP = PANEL / "train_loss.csv"
-PANEL_GLOBAL = PANEL / "train_loss_by_global_step.csv"
+PANEL_STEP = PANEL / "by_step" / "train_loss.csv"
+PANEL_GLOBAL = PANEL / "by_global_step" / "train_loss.csv"
 COLS = ["metric", "step", "value"]
 
 
@@ -108,10 +108,38 @@ def test_panel_csv_on_step_is_on_log_calls() -> None:
     assert loss["value"].to_list() == expected["value"].to_list()
 
 
+def test_panels_of_a_folder_on_one_x_axis_are_merged_by_run() -> None:
+    folder = PANEL / "by_global_step"
+    assert [r.name for r in wandb_export.expand(folder)] == ["mamba", "attn"]
+    assert wandb_export.virtual(folder / "mamba") and not (folder / "mamba").exists()
+    runs = rc.load_many([folder], cache=False)
+    assert [r.name for r in runs] == ["mamba", "attn"]
+    for run in runs:
+        metrics = ["train/learning_rate", "train/loss"]
+        assert sorted(run.scalars["metric"].unique()) == metrics
+        expected = folder_points(run.name).filter(pl.col("metric").is_in(metrics))
+        assert run.scalars.select(COLS).sort(COLS).equals(expected.select(COLS).sort(COLS))
+        assert sorted(p.name for p in wandb_export.files(folder / run.name)) == [
+            "learning_rate.csv", "train_loss.csv"]
+
+
+def test_a_run_exported_on_two_x_axes_stays_one_run_per_file(tmp_path: Path) -> None:
+    for name, source in (("a.csv", PANEL_STEP), ("b.csv", PANEL_GLOBAL)):
+        (tmp_path / name).write_bytes(source.read_bytes())
+    roots = wandb_export.expand(tmp_path)
+    assert sorted(f"{r.parent.name}/{r.name}" for r in roots) == [
+        "a.csv/attn", "a.csv/mamba", "b.csv/attn", "b.csv/mamba"]
+    assert not wandb_export.virtual(tmp_path / "mamba")
+    units = {r.parent.name: wandb_export.read(r).step_unit for r in roots if r.name == "mamba"}
+    assert units == {"a.csv": "log_call", "b.csv": "optimizer"}
+
+
 def test_panel_csv_with_several_runs_needs_one_named(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="holds 2 exported W&B runs"):
         wandb_export.read(PANEL_GLOBAL)
     assert not wandb_export.sniff(PANEL_GLOBAL / "nobody")
+    with pytest.raises(InputError, match="no such file or directory"):
+        rc.load(PANEL / "by_global_step" / "nobody", cache=False)
 
 
 def test_panel_spread_and_groups_are_said(tmp_path: Path) -> None:
@@ -149,7 +177,7 @@ def test_time_x_axis_is_an_input_error(tmp_path: Path) -> None:
 
 
 def test_exports_are_not_claimed_by_other_sources_nor_claim_theirs() -> None:
-    assert wandb_export.sniff(API) and wandb_export.sniff(PANEL)
+    assert wandb_export.sniff(API) and wandb_export.sniff(PANEL / "by_step")
     assert not wandb_export.sniff(DATA / "lightning")
     assert not any(wandb_export.sniff(p) for p in (DATA / "lightning").rglob("metrics.csv"))
     assert not wandb_export.sniff(SAMPLES / "mamba")

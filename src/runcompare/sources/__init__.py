@@ -7,7 +7,9 @@ facts and its step unit, and keeps every point of every leg). ``hints`` are the 
 facts the user stated (``--set``, ``runcompare.toml``) by name, for formats that need one to
 be read at all (``step_metric`` for W&B, ``logging_steps`` for Trainer stdout, ``pattern``).
 A module whose format can hold several runs under one path (a TensorBoard logdir, a ``wandb/``
-folder) also has ``expand(path) -> list[Path]``, the run roots it finds there.
+folder) also has ``expand(path) -> list[Path]``, the run roots it finds there; a root that
+does not exist on disk (a run inside a database or an export file, ``<db>/<run_id>``) is one
+for which the module's ``virtual(path)`` is true.
 
 Adding a format = one module + one line in :data:`REGISTRY`.
 """
@@ -69,7 +71,8 @@ def detect(path: Path, *, source: str | None = None) -> dict[str, Source]:
     Raises :class:`InputError` for a missing path and :class:`NoLogsFoundError` when no source
     (or not the one asked for with ``source``) recognises it.
     """
-    if not path.exists() and not path.parent.is_file():  # <db>/<run id>: a run inside a file
+    if not path.exists() and not any(module.virtual(path) for module in REGISTRY.values()
+                                     if hasattr(module, "virtual")):
         raise InputError(f"{path}: no such file or directory")
     if source is not None and source not in REGISTRY:
         raise UsageError(f"unknown source {source!r}; choose one of {', '.join(REGISTRY)}")

@@ -38,7 +38,7 @@ from .axolotl import load_yaml, nested_facts
 from .mlflow_sqlite import METRIC_SCHEMA, RunRecord, databases, is_database, read_run, run_ids
 from .mlflow_sqlite import run_name as _db_run_name
 
-__all__ = ["expand", "files", "read", "run_name", "sniff"]
+__all__ = ["expand", "files", "read", "run_name", "sniff", "virtual"]
 
 META = "meta.yaml"
 _STORE_DIRS = ("metrics", "params", "tags")
@@ -49,6 +49,11 @@ _SHOWN = 3
 
 def sniff(path: Path) -> bool:
     return _virtual(path) is not None or bool(_file_runs(path)) or bool(databases(path))
+
+
+def virtual(path: Path) -> bool:
+    """Whether ``path`` is ``<db>/<run_id>``, a run inside an SQLite database."""
+    return _virtual(path) is not None
 
 
 def expand(path: Path) -> list[Path]:

@@ -38,7 +38,7 @@ from .wandb import LOG_STEP, history_scalars
 from .wandb_history import HISTORY_SCHEMA
 from .wandb_run import Leg
 
-__all__ = ["expand", "files", "read", "sniff"]
+__all__ = ["expand", "files", "read", "sniff", "virtual"]
 
 #: Suffixes of exported history.
 _SUFFIXES = (".csv", ".jsonl", ".json", ".parquet")
@@ -55,32 +55,51 @@ _INDEX = ("", "Unnamed: 0", "__index_level_0__")
 
 
 def sniff(path: Path) -> bool:
-    return _virtual(path) is not None or bool(_exports(path))
+    return virtual(path) or bool(_exports(path))
+
+
+def virtual(path: Path) -> bool:
+    """Whether ``path`` is a run root that does not exist on disk: ``<panel csv>/<run>``, or
+    ``<folder>/<run>`` for a run of the panel CSVs in a folder."""
+    return _panel_root(path) is not None
 
 
 def files(path: Path) -> list[Path]:
-    virtual = _virtual(path)
-    return [virtual[0]] if virtual is not None else _exports(path)
+    root = _panel_root(path)
+    return root[0] if root is not None else _exports(path)
 
 
 def expand(path: Path) -> list[Path]:
-    """One root per run: an API history file, or ``<file>/<run>`` for each run of a panel
-    CSV."""
-    if _virtual(path) is not None:
+    """One root per run: an API history file; ``<file>/<run>`` for each run of a panel CSV;
+    for a folder, ``<folder>/<run>`` for each run of its panel CSVs (one run from all the
+    panels that share an x-axis; a run exported on several x-axes stays one root per file)."""
+    if virtual(path):
         return [path]
-    roots: list[Path] = []
-    for file in _exports(path):
-        kind, header = _kind(file)
-        roots += [file] if kind == "api" else [file / _encode(run) for run in _panel_runs(header)]
+    found = _exports(path)
+    roots = [file for file in found if _kind(file)[0] == "api"]
+    panels = {file: _kind(file)[1] for file in found if _kind(file)[0] == "panel"}
+    if path.is_file():
+        return roots + [path / _encode(run) for header in panels.values()
+                        for run in _panel_runs(header)]
+    axes: dict[str, set[str]] = {}
+    for header in panels.values():
+        for run in _panel_runs(header):
+            axes.setdefault(run, set()).add(header[0])
+    for run, seen in axes.items():
+        if len(seen) == 1:
+            roots.append(path / _encode(run))
+        else:
+            roots += [file / _encode(run) for file, header in panels.items()
+                      if run in _panel_runs(header)]
     return roots
 
 
 def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
     """The points of one exported run (``hints["step_metric"]``: the step column)."""
     step_metric = (hints or {}).get("step_metric")
-    virtual = _virtual(path)
-    if virtual is not None:
-        return _read_panel(*virtual, step_metric)
+    root = _panel_root(path)
+    if root is not None:
+        return _read_panel(*root, step_metric)
     found = _exports(path)
     if len(found) == 1 and _kind(found[0])[0] == "api":
         return _read_api(found[0], step_metric)
@@ -148,14 +167,20 @@ def _decode(segment: str) -> str:
     return segment.replace("%2F", "/").replace("%25", "%")
 
 
-def _virtual(path: Path) -> tuple[Path, str] | None:
-    """``(file, run)`` when ``path`` is ``<panel csv>/<run>``."""
+def _panel_root(path: Path) -> tuple[list[Path], str] | None:
+    """``(panel files, run)`` when ``path`` is ``<panel csv>/<run>`` or ``<folder>/<run>`` (the
+    folder's panel CSVs holding that run, all on one x-axis)."""
     parent = path.parent
-    if path.exists() or not parent.is_file() or parent.suffix.lower() != ".csv":
+    if path.exists() or not parent.exists():
         return None
-    kind, header = _kind(parent)
     run = _decode(path.name)
-    return (parent, run) if kind == "panel" and run in _panel_runs(header) else None
+    candidates = [parent] if parent.is_file() else (
+        sorted(p for p in parent.iterdir() if p.is_file() and p.suffix.lower() == ".csv"))
+    panels = {file: header for file in candidates
+              for kind, header in [_kind(file)] if kind == "panel" and run in _panel_runs(header)}
+    if not panels or len({header[0] for header in panels.values()}) > 1:
+        return None
+    return list(panels), run
 
 
 # -- reading ---------------------------------------------------------------------------------
@@ -220,17 +245,55 @@ def _read_api(file: Path, step_metric: object) -> RawLog:
                   findings=findings + more, files=[file], aliases={}, name=file.stem)
 
 
-def _read_panel(file: Path, run: str, step_metric: object) -> RawLog:
-    table = _table(file)
-    x_axis = table.columns[0]
+def _read_panel(panels: list[Path], run: str, step_metric: object) -> RawLog:
+    """One run of one or more panel CSVs on the same x-axis, their rows one after another."""
+    first = panels[0]
+    tables = [_table(file) for file in panels]
+    x_axis = tables[0].columns[0]
     if _TIME_AXES.match(x_axis):
-        raise InputError(f"{file}: the panel's x-axis is {x_axis!r}, a time, so its points "
+        raise InputError(f"{first}: the panel's x-axis is {x_axis!r}, a time, so its points "
                          "have no step; export the panel with Step (or a step metric) as its "
                          "x-axis, or export the run's history with the W&B API")
     step = LOG_STEP if x_axis == "Step" else x_axis
     if step_metric is not None and str(step_metric) != step:
-        raise InputError(f"{file}: step_metric {step_metric!r} is not in a panel export, "
+        raise InputError(f"{first}: step_metric {step_metric!r} is not in a panel export, "
                          f"whose only step column is its x-axis {x_axis!r}")
+    histories, spread, offset = [], 0, 0
+    for table in tables:  # each table's rows after the previous one's
+        metrics, spread_here = _panel_columns(table, run)
+        history = _history(table, {x_axis: step, **metrics})
+        histories.append(history.with_columns(pl.col("row") + offset))
+        spread, offset = spread + spread_here, offset + table.height
+    leg = Leg(folder=first.parent, file=first, history=pl.concat(histories))
+    if step != LOG_STEP:
+        leg.metrics.append({"glob_name": "*", "step_metric": step})
+    scalars, unit, findings, _ = history_scalars([leg], None, first)
+    where = first if len(panels) == 1 else first.parent
+    if step == LOG_STEP:  # the panel's x-axis is fixed: say how to export it on steps
+        findings = [f for f in findings if f.code != "step-is-log-call"]
+        findings.append(Finding("warning", "step-is-log-call",
+                                f"{where}: the panel's x-axis is Step, W&B's _step, which "
+                                "counts wandb.log() calls, not optimizer steps; export the "
+                                "panel with the run's step metric (e.g. train/global_step) "
+                                "as its x-axis, or the history with the W&B API"))
+    if spread:
+        findings.append(Finding("info", "panel-sampled",
+                                f"{where}: {run!r} has {spread} values whose __MIN/__MAX "
+                                "differ: the panel drew a sample of the run (or a group's "
+                                "aggregate), each point standing for several; export the "
+                                "history with the W&B API for every point"))
+    if run.startswith("Group: "):
+        findings.append(Finding("info", "panel-group",
+                                f"{where}: {run!r} is the aggregate line of a W&B group as "
+                                "the panel drew it, not one run"))
+    return RawLog(source="wandb-export", path=where / _encode(run), scalars=scalars,
+                  step_unit=unit, facts={}, findings=findings, files=panels, aliases={},
+                  name=run.removeprefix("Group: "))
+
+
+def _panel_columns(table: pl.DataFrame, run: str) -> tuple[dict[str, str], int]:
+    """The run's metric columns of a panel table (column → metric), and how many of its
+    values have a ``__MIN`` or ``__MAX`` that differs from them."""
     metrics: dict[str, str] = {}
     spread = 0
     for name in table.columns[1:]:
@@ -243,28 +306,4 @@ def _read_panel(file: Path, run: str, step_metric: object) -> RawLog:
         value = pl.col(f"{run} - {match['metric']}").cast(pl.Float64, strict=False)
         spread += table.select((pl.col(name).cast(pl.Float64, strict=False) != value).sum()
                                ).item() or 0
-    leg = Leg(folder=file.parent, file=file,
-              history=_history(table, {x_axis: step, **metrics}))
-    if step != LOG_STEP:
-        leg.metrics.append({"glob_name": "*", "step_metric": step})
-    scalars, unit, findings, _ = history_scalars([leg], None, file)
-    if step == LOG_STEP:  # the panel's x-axis is fixed: say how to export it on steps
-        findings = [f for f in findings if f.code != "step-is-log-call"]
-        findings.append(Finding("warning", "step-is-log-call",
-                                f"{file}: the panel's x-axis is Step, W&B's _step, which "
-                                "counts wandb.log() calls, not optimizer steps; export the "
-                                "panel with the run's step metric (e.g. train/global_step) "
-                                "as its x-axis, or the history with the W&B API"))
-    if spread:
-        findings.append(Finding("info", "panel-sampled",
-                                f"{file}: {run!r} has {spread} values whose __MIN/__MAX "
-                                "differ: the panel drew a sample of the run (or a group's "
-                                "aggregate), each point standing for several; export the "
-                                "history with the W&B API for every point"))
-    if run.startswith("Group: "):
-        findings.append(Finding("info", "panel-group",
-                                f"{file}: {run!r} is the aggregate line of a W&B group as "
-                                "the panel drew it, not one run"))
-    return RawLog(source="wandb-export", path=file / _encode(run), scalars=scalars,
-                  step_unit=unit, facts={}, findings=findings, files=[file], aliases={},
-                  name=run.removeprefix("Group: "))
+    return metrics, spread
