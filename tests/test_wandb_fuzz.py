@@ -13,6 +13,8 @@ import mmap
 import random
 import struct
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -187,17 +189,23 @@ def reference(bodies: list[bytes]) -> tuple[list[tuple[int, str, str]], list[int
     return items, errors
 
 
+@contextmanager
+def _split_everything() -> Iterator[None]:
+    """Cut the work of the bulk decoders in parts from two items on."""
+    whole, wandb_history._PART = wandb_history._PART, 1
+    try:
+        yield
+    finally:
+        wandb_history._PART = whole
+
+
 def bulk(bodies: list[bytes]) -> tuple[list[tuple[int, str, str]], list[int]]:
     blob = b"".join(bodies)
     ends = np.cumsum([len(b) for b in bodies], dtype=np.int64)
     starts = ends - np.array([len(b) for b in bodies], dtype=np.int64)
     frame, errors = decode_history(blob, starts, ends)
-    # the same records decoded in parts by threads, as a large file is
-    whole, wandb_history._PART = wandb_history._PART, 1
-    try:
+    with _split_everything():  # decoded in parts by threads, as a large file is
         split, split_errors = decode_history(blob, starts, ends)
-    finally:
-        wandb_history._PART = whole
     assert split.equals(frame) and split_errors == errors
     return list(frame.iter_rows()), [row for row, _ in errors]
 
@@ -292,6 +300,9 @@ def test_record_types_match_python(payloads: list[bytes]) -> None:
     ends = np.cumsum([len(p) for p in payloads], dtype=np.int64)
     starts = ends - np.array([len(p) for p in payloads], dtype=np.int64)
     kinds, body_at, body_end = record_types(np.frombuffer(blob, np.uint8), starts, ends)
+    with _split_everything():  # typed in parts by threads, as a large file is
+        split = record_types(np.frombuffer(blob, np.uint8), starts, ends)
+    assert all((a == b).all() for a, b in zip(split, (kinds, body_at, body_end)))
     for i, payload in enumerate(payloads):
         if kinds[i] < 0:
             continue  # left to the Python decoder

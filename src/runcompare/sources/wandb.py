@@ -247,8 +247,8 @@ def history_scalars(legs: list[Leg], override: str | None,
     """The points of the legs' history in RAW_SCHEMA, the step unit, findings about the step
     and the step key (``override``: the user's step metric; else the one declared)."""
     items = _items(legs)
-    counts = {key: count for key, count in items.group_by("key").agg(pl.col("value").count())
-              .iter_rows() if count and not key.startswith("_")}
+    counts = {key: count for key, count in items.filter(pl.col("value").is_not_null())
+              .group_by("key").len().iter_rows() if not key.startswith("_")}
     findings: list[Finding] = []
     declared, per_metric = _declared_step(legs, counts)
     step = override or declared

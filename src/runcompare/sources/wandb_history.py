@@ -18,7 +18,9 @@ shape (several ``nested_key`` parts, typed values, damage) falls back to
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 import numpy as np
 import polars as pl
@@ -31,6 +33,7 @@ __all__ = ["HISTORY_SCHEMA", "decode_history", "record_types"]
 
 #: One row per history item: ``row`` is the index of its record among the history records.
 HISTORY_SCHEMA = {"row": pl.Int64, "key": pl.String, "value_json": pl.String}
+T = TypeVar("T")
 #: Threads that decode history records, and the fewest records worth a thread.
 WORKERS = 2
 _PART = 20_000
@@ -47,16 +50,24 @@ def decode_history(blob: Buffer, starts: np.ndarray,
 
     Many records are decoded in :data:`WORKERS` parts at once, in threads (numpy releases the
     GIL in the array operations, and the walk waits on memory more than on the CPU)."""
-    parts = min(WORKERS, max(len(starts) // _PART, 1))
-    if parts == 1:
-        return _decode_part(blob, starts, ends)
-    bounds = np.linspace(0, len(starts), parts + 1).astype(np.int64).tolist()
-    with ThreadPoolExecutor(max_workers=parts) as pool:
-        done = list(pool.map(lambda lo, hi: _decode_part(blob, starts[lo:hi], ends[lo:hi]),
-                             bounds[:-1], bounds[1:]))
+    bounds, done = _in_parts(lambda lo, hi: _decode_part(blob, starts[lo:hi], ends[lo:hi]),
+                             len(starts))
+    if len(done) == 1:
+        return done[0]
     frames = [frame.with_columns(pl.col("row") + lo) for (frame, _), lo in zip(done, bounds)]
     errors = [(row + lo, error) for (_, found), lo in zip(done, bounds) for row, error in found]
     return pl.concat(frames), errors
+
+
+def _in_parts(work: Callable[[int, int], T], count: int) -> tuple[list[int], list[T]]:
+    """``work(lo, hi)`` over ``range(count)`` cut in up to :data:`WORKERS` parts of at least
+    :data:`_PART` items, each in a thread; the parts' starts and results, in order."""
+    parts = min(WORKERS, max(count // _PART, 1))
+    bounds = np.linspace(0, count, parts + 1).astype(np.int64).tolist()
+    if parts == 1:
+        return [0], [work(0, count)]
+    with ThreadPoolExecutor(max_workers=parts) as pool:
+        return bounds[:-1], list(pool.map(work, bounds[:-1], bounds[1:]))
 
 
 def _decode_part(blob: Buffer, starts: np.ndarray,
@@ -101,7 +112,16 @@ def record_types(buf: np.ndarray, starts: np.ndarray,
     (:func:`wandb_proto.record_kind` decides those), 0 for a record without a type.
 
     Records of the usual shape (``num=1``, then the type as a one-byte tag) are typed in a
-    few array operations (:func:`_usual_types`); the others walk up to six fields."""
+    few array operations (:func:`_usual_types`); the others walk up to six fields. Many
+    records are typed in parts, in threads, like :func:`decode_history`."""
+    _, done = _in_parts(lambda lo, hi: _types_part(buf, starts[lo:hi], ends[lo:hi]),
+                        len(starts))
+    return done[0] if len(done) == 1 else tuple(np.concatenate(c) for c in zip(*done))
+
+
+def _types_part(buf: np.ndarray, starts: np.ndarray,
+                ends: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`record_types` in this thread."""
     kind, body_at, body_end = _usual_types(buf, starts, ends)
     other = np.flatnonzero(kind < 0)
     if other.size:
