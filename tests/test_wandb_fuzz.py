@@ -207,7 +207,7 @@ def bulk(bodies: list[bytes]) -> tuple[list[tuple[int, str, str]], list[int]]:
     with _split_everything():  # decoded in parts by threads, as a large file is
         split, split_errors = decode_history(blob, starts, ends)
     assert split.equals(frame) and split_errors == errors
-    return list(frame.iter_rows()), [row for row, _ in errors]
+    return list(frame.select("row", "key", "value_json").iter_rows()), [row for row, _ in errors]
 
 
 def _real_bodies() -> list[bytes]:

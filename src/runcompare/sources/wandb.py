@@ -208,7 +208,6 @@ def _items(legs: list[Leg]) -> pl.DataFrame:
     """History items of all legs: leg, row, key, value (null when not a number)."""
     frames = [leg.history.with_columns(leg=pl.lit(i, pl.Int32)) for i, leg in enumerate(legs)]
     items = pl.concat(frames)
-    items = items.with_columns(value=pl.col("value_json").cast(pl.Float64, strict=False))
     # a JSON object is never a number: look for them only when some value is not one
     nested = items.filter(pl.col("value").is_null() & pl.col("value_json").str.starts_with("{")
                           & ~pl.col("key").str.starts_with("_")) \

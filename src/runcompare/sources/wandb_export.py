@@ -35,7 +35,7 @@ import polars as pl
 from ..errors import InputError
 from ..model import Finding, RawLog
 from .wandb import LOG_STEP, history_scalars
-from .wandb_history import HISTORY_SCHEMA
+from .wandb_history import with_values
 from .wandb_run import Leg
 
 __all__ = ["expand", "files", "read", "sniff", "virtual"]
@@ -222,8 +222,8 @@ def _history(table: pl.DataFrame, columns: Mapping[str, str]) -> pl.DataFrame:
     long = (table.select(list(columns)).with_row_index("row")
             .unpivot(index="row", variable_name="key", value_name="value_json")
             .drop_nulls("value_json").sort("row", maintain_order=True))
-    return long.with_columns(pl.col("key").replace_strict(dict(columns))).cast(
-        HISTORY_SCHEMA)  # type: ignore[arg-type]
+    return with_values(long.with_columns(pl.col("key").replace_strict(dict(columns)))
+                       .cast({"row": pl.Int64}))
 
 
 def _read_api(file: Path, step_metric: object) -> RawLog:

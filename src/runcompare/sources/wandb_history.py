@@ -29,10 +29,13 @@ import pyarrow as pa
 from .leveldb_log import Buffer
 from .wandb_proto import ONEOF, ProtoError, history_items
 
-__all__ = ["HISTORY_SCHEMA", "decode_history", "record_types"]
+__all__ = ["HISTORY_SCHEMA", "decode_history", "record_types", "with_values"]
 
-#: One row per history item: ``row`` is the index of its record among the history records.
-HISTORY_SCHEMA = {"row": pl.Int64, "key": pl.String, "value_json": pl.String}
+#: One row per history item: ``row`` is the index of its record among the history records,
+#: ``value`` the number of ``value_json`` (parsed here, in the decoding threads).
+HISTORY_SCHEMA = {"row": pl.Int64, "key": pl.String, "value_json": pl.String,
+                  "value": pl.Float64}
+_TEXTS = {name: HISTORY_SCHEMA[name] for name in ("row", "key", "value_json")}
 T = TypeVar("T")
 #: Threads that decode history records, and the fewest records worth a thread.
 WORKERS = 2
@@ -87,7 +90,7 @@ def _decode_part(blob: Buffer, starts: np.ndarray,
         rows, key_at, key_len, value_at, value_len = (
             column[keep] for column in (rows, key_at, key_len, value_at, value_len))
     keys, values = _string_columns(blob, buf, [(key_at, key_len), (value_at, value_len)])
-    fast = pl.DataFrame({"row": rows, "key": keys, "value_json": values}, schema=HISTORY_SCHEMA)
+    fast = pl.DataFrame({"row": rows, "key": keys, "value_json": values}, schema=_TEXTS)
     slow_rows, slow_keys, slow_values, errors = [], [], [], []
     for row in np.flatnonzero(~ok).tolist():
         try:
@@ -98,11 +101,17 @@ def _decode_part(blob: Buffer, starts: np.ndarray,
         slow_rows += [row] * len(items)
         slow_keys += [key for key, _ in items]
         slow_values += [value for _, value in items]
-    if not slow_rows:
-        return fast, errors
-    slow = pl.DataFrame({"row": slow_rows, "key": slow_keys, "value_json": slow_values},
-                        schema=HISTORY_SCHEMA)
-    return pl.concat([fast, slow]).sort("row", maintain_order=True), errors
+    if slow_rows:
+        slow = pl.DataFrame({"row": slow_rows, "key": slow_keys, "value_json": slow_values},
+                            schema=_TEXTS)
+        fast = pl.concat([fast, slow]).sort("row", maintain_order=True)
+    return with_values(fast), errors
+
+
+def with_values(items: pl.DataFrame) -> pl.DataFrame:
+    """History items ``(row, key, value_json)`` with ``value``: the number, or null when the
+    text is not one (``NaN``, ``Infinity`` are numbers)."""
+    return items.with_columns(value=pl.col("value_json").cast(pl.Float64, strict=False))
 
 
 def record_types(buf: np.ndarray, starts: np.ndarray,
