@@ -31,7 +31,6 @@ whole file), so damage is reported exactly as before.
 
 from __future__ import annotations
 
-import mmap
 import struct
 import zlib
 from collections.abc import Callable
@@ -40,6 +39,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
+
+from ._files import Buffer
 
 __all__ = ["BLOCK", "HEADER", "HeaderError", "Records", "read_records", "read_records_sequential"]
 
@@ -55,9 +56,6 @@ _PIECE = 1 << 20
 #: Threads that check the CRCs of a large file's stretches.
 WORKERS = 2
 
-#: What :func:`read_records` reads: ``bytes``, or a writable buffer with the same slicing and
-#: searching (``bytearray``, ``mmap.mmap``).
-Buffer = bytes | bytearray | mmap.mmap
 #: (start, end) spans in the data of the pieces of one record, in order.
 Pieces = list[tuple[int, int]]
 

@@ -56,6 +56,7 @@ import polars as pl
 from ..errors import InputError, NoLogsFoundError
 from ..facts import facts_from_config
 from ..model import RAW_SCHEMA, Fact, Finding, RawLog
+from ._files import read_file
 from .tfevents import EventFile, decode
 
 __all__ = ["expand", "files", "read", "sniff"]
@@ -167,7 +168,7 @@ def _decode_all(event_files: list[Path]) -> list[_Decoded]:
     out = []
     for file in event_files:
         try:
-            data = file.read_bytes()
+            data = read_file(file)
         except OSError as exc:
             raise InputError(f"{file}: cannot be read ({exc.strerror}); check its "
                              "permissions") from exc

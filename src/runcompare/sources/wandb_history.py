@@ -26,7 +26,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from .leveldb_log import Buffer
+from ._files import Buffer
 from .wandb_proto import ONEOF, ProtoError, history_items
 
 __all__ = ["HISTORY_SCHEMA", "decode_history", "record_types", "with_values"]

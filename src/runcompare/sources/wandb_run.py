@@ -10,13 +10,9 @@ in what the ``.wandb`` file lacks (older writers kept them even for offline runs
 from __future__ import annotations
 
 import json
-import mmap
-import os
 import re
-from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +22,8 @@ import yaml
 
 from ..errors import InputError
 from ..model import Finding
-from .leveldb_log import Buffer, HeaderError, read_records
+from ._files import read_file
+from .leveldb_log import HeaderError, read_records
 from .wandb_history import HISTORY_SCHEMA, decode_history, record_types
 from .wandb_proto import (
     KINDS,
@@ -121,7 +118,7 @@ def decode_leg(path: Path, *, output: bool = False) -> Leg:
 
 def _decode_file(leg: Leg, file: Path, *, output: bool) -> None:
     try:
-        data = _read_bytes(file)
+        data = read_file(file)
     except OSError as exc:
         raise InputError(f"{file}: cannot be read ({exc.strerror}); check the path and "
                          "its permissions") from exc
@@ -162,50 +159,6 @@ def _decode_file(leg: Leg, file: Path, *, output: bool) -> None:
     leg.output = "".join(chunks).split("\n") if chunks else []
     if damage:
         leg.findings.append(_damage_finding(file, sorted(damage), len(records.starts)))
-
-
-def _read_bytes(file: Path) -> Buffer:
-    """The file's bytes, in a writable buffer that :func:`read_records` may rearrange in place
-    (no copy of a large file): an anonymous ``mmap`` with its pages mapped at once where the
-    platform has that (no zero-filling pass, unlike a ``bytearray``), else a ``bytearray``."""
-    with file.open("rb") as handle:
-        size = os.fstat(handle.fileno()).st_size
-        if not size:
-            return bytearray(handle.read())
-        data = _writable(size)
-        got = handle.readinto(data)
-        if got < size:  # shrank meanwhile
-            return bytearray(data[:got])
-        more = handle.read()  # grew meanwhile
-    return bytearray(data[:]) + more if more else data
-
-
-def _writable(size: int) -> Buffer:
-    """``size`` writable bytes (contents undefined until written): an anonymous map in huge
-    pages where the kernel gives them (filled 2.5× faster than small pages, and the random
-    reads of the decoders miss the TLB less), else with its small pages mapped at once."""
-    if hasattr(mmap, "MAP_POPULATE"):
-        huge = _huge_pages()
-        try:
-            data = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
-                             | (0 if huge else mmap.MAP_POPULATE))
-        except (OSError, ValueError):
-            return bytearray(size)
-        if huge:
-            with suppress(OSError):
-                data.madvise(mmap.MADV_HUGEPAGE)
-        return data
-    return bytearray(size)
-
-
-@lru_cache(maxsize=1)
-def _huge_pages() -> bool:
-    """Whether a mapping that asks for transparent huge pages gets them."""
-    try:
-        setting = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
-    except OSError:
-        return False
-    return hasattr(mmap, "MADV_HUGEPAGE") and "[never]" not in setting
 
 
 #: Record kinds decoded one by one (a few per run).
