@@ -112,14 +112,16 @@ def read_records(data: Buffer) -> Records:
     opens = (kind == _FIRST) | (kind == _MIDDLE)
     follows = (kind == _MIDDLE) | (kind == _LAST)
     wrong = np.flatnonzero(follows != np.concatenate(([False], opens[:-1])))
-    cut = int(wrong[0]) if wrong.size else len(pos)
-    cut = _first_bad_crc(buf, pos[:cut], end[:cut])
+    checked = int(wrong[0]) if wrong.size else len(pos)
+    cut, restore = _first_bad_crc(buf, pos[:checked], end[:checked])
     stop = int(pos[cut]) if cut < len(pos) else stop
     # resume at the first chunk of the record the anomaly is in (or at the anomaly)
     first = np.flatnonzero(kind[:cut] == _FIRST)
     if cut and opens[cut - 1]:
         cut = int(first[-1])
         stop = int(pos[cut])
+    if cut < checked:  # the chunk-by-chunk walk from ``stop`` reads the checked headers
+        restore()
     del buf
     full: list[int] = []
     multi: list[tuple[int, Pieces]] = []
@@ -245,8 +247,12 @@ def _zeros_crc(length: int) -> int:
     return ~zlib.crc32(bytes(length)) & _U32
 
 
-def _first_bad_crc(buf: np.ndarray, pos: np.ndarray, end: np.ndarray) -> int:
-    """The index of the first chunk whose CRC does not match (``len(pos)`` when all do).
+def _first_bad_crc(buf: np.ndarray, pos: np.ndarray,
+                   end: np.ndarray) -> tuple[int, Callable[[], None]]:
+    """The index of the first chunk whose CRC does not match (``len(pos)`` when all do), and
+    what puts back the bytes between the chunks' data (a writable ``buf`` is patched in
+    place, see below; the data of the chunks is never changed, so a caller that reads no
+    chunk header of ``pos[1:]`` afterwards need not call it).
 
     With a zero start register and no final xor, a chunk's type byte and data leave the
     register at ``~stored ^ zeros_crc(length + 1)``; the 4 bytes of that value (little-endian)
@@ -257,7 +263,7 @@ def _first_bad_crc(buf: np.ndarray, pos: np.ndarray, end: np.ndarray) -> int:
     """
     n = len(pos)
     if not n:
-        return 0
+        return 0, _nothing
     stored = _view(buf, "<u4")[pos]
     sizes = end - pos - 6  # at most a block: look the few distinct ones up in a table
     table = np.zeros(BLOCK, np.uint32)
@@ -269,18 +275,26 @@ def _first_bad_crc(buf: np.ndarray, pos: np.ndarray, end: np.ndarray) -> int:
     # what goes between chunk i and i + 1: value_i, then zeros up to chunk i + 1's type byte
     # (two zero bytes over the rest of its header, and the block's padding before it)
     after, gap = end[:-1], pos[1:] + 6 - end[:-1]
-    if buf.flags.writeable:  # patch the data itself, and put the bytes back afterwards
+    if buf.flags.writeable:  # patch the bytes between the chunks' data in place
         u32, u16 = _view(buf, "<u4"), _view(buf, "<u2")
         padded = np.flatnonzero(gap > 6)
         pad = np.concatenate([after[padded[gap[padded] > 6 + k]] + 6 + k for k in range(7)])
-        saved = u32[after], u16[after + 4], buf[pad]
+        # what was there: the block's padding (saved), then chunk i + 1's CRC and length
+        padding = np.concatenate([after[padded[gap[padded] > 6 + k]] + k for k in range(7)])
+        saved = buf[padding]
+
+        def restore() -> None:
+            buf[padding] = saved
+            u32[pos[1:]], u16[pos[1:] + 4] = stored[1:], end[1:] - pos[1:] - _CHUNK_HEADER
+
         u32[after], u16[after + 4], buf[pad] = value[:-1], 0, 0
         try:
             return _first_bad(bounds, lambda lo, hi: ~zlib.crc32(
                 buf[int(pos[lo]) + 6:int(end[hi - 1])], _U32) & _U32 == int(value[hi - 1]),
-                              threads=WORKERS)
-        finally:
-            u32[after], u16[after + 4], buf[pad] = saved
+                              threads=WORKERS), restore
+        except BaseException:
+            restore()
+            raise
     patch_at = np.zeros(n, np.int64)
     np.cumsum(gap, out=patch_at[1:])
     where = np.repeat(after - patch_at[:-1], gap) + np.arange(int(patch_at[-1]))
@@ -297,7 +311,11 @@ def _first_bad_crc(buf: np.ndarray, pos: np.ndarray, end: np.ndarray) -> int:
         piece[where[p:q] - a] = what[p:q]
         return ~zlib.crc32(piece, _U32) & _U32 == int(value[hi - 1])
 
-    return _first_bad(bounds, sound)
+    return _first_bad(bounds, sound), _nothing
+
+
+def _nothing() -> None:
+    """Nothing to put back."""
 
 
 def _view(buf: np.ndarray, dtype: str) -> np.ndarray:
