@@ -4,6 +4,7 @@ made here in tmp_path."""
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
 from pathlib import Path
@@ -257,3 +258,12 @@ def test_unreadable_file_is_an_input_error(tmp_path: Path, content: bytes, messa
 def test_no_wandb_run_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no W&B run found"):
         wandb.read(tmp_path)
+
+
+def test_hf_end_of_training_values_come_from_the_summary_records() -> None:
+    leg = decode_leg(wandb.run_folders(SAMPLES / "mamba" / "wandb")[0])
+    final = json.loads((SAMPLES / "mamba" / "trainer_state.json").read_text())["log_history"][-1]
+    assert leg.summary == {key: final[key] for key in (
+        "train_samples_per_second", "train_steps_per_second", "total_flos")}
+    # only the HF Trainer writes them; a run without its TrainingArguments is not searched
+    assert decode_leg(folder("plain")).summary == {}

@@ -49,6 +49,8 @@ SUMMARY_KEYS = ("train_samples_per_second", "train_steps_per_second", "total_flo
 #: writes ``total_flos`` in the same log call, so it is looked for only where the rates are,
 #: in the records after :data:`_NEAR` bytes before them (the whole file if not there).
 _RATES = b"_per_second"
+#: Keys of the HF Trainer's TrainingArguments, which its W&B callback puts in the run config.
+_TRAINER_CONFIG = ("output_dir", "per_device_train_batch_size")
 _FLOS = b"total_flos"
 _NEAR = 1 << 20
 #: Files beside the ``.wandb`` file that :func:`decode_leg` reads when present.
@@ -188,8 +190,12 @@ def _summary(leg: Leg, blob: bytes, kinds: np.ndarray, starts: np.ndarray,
     """The last value of each of :data:`SUMMARY_KEYS`: search the bytes backwards for the key
     and decode only the summary records that name it (wandb writes one after every log()).
 
-    A run without the HF end-of-training rates costs one search of the file, not one per
-    key: ``total_flos`` is only looked for in a run that has them."""
+    Only the HF Trainer writes these, and it logs its TrainingArguments into the run config:
+    a run whose config has none is not searched. A Trainer run without the rates (one that
+    crashed) costs one search of the file, not one per key: ``total_flos`` is only looked for
+    in a run that has them."""
+    if not all(key in leg.config for key in _TRAINER_CONFIG):
+        return
     rates = _search(leg, blob, _RATES, SUMMARY_KEYS[:2], 0, kinds, starts, body_at, body_end)
     if rates is None:
         return
