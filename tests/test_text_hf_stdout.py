@@ -14,7 +14,7 @@ import pytest
 import runcompare as rc
 from runcompare.errors import InputError, MissingInfoError
 from runcompare.legs import resolve_legs
-from runcompare.sources import _lines, hf_stdout, hf_trainer
+from runcompare.sources import _hf_dicts, _lines, hf_stdout, hf_trainer
 
 from .conftest import DATA, SAMPLES
 
@@ -267,7 +267,7 @@ def test_beside_trainer_state_the_stdout_adds_facts_without_conflicts():
 
 
 def _regex_only(monkeypatch):
-    monkeypatch.setattr(hf_stdout, "_layout_dicts", lambda rows: None)
+    monkeypatch.setattr(_hf_dicts, "_layout_dicts", lambda rows: None)
 
 
 @pytest.mark.parametrize("run", RUNS + [TEXT / "hf4x_attn"], ids=lambda p: p.name)
