@@ -199,3 +199,31 @@ def test_unreadable_export_names_the_file(tmp_path: Path) -> None:
     full = wandb_export.read(API / "mamba.csv")
     assert 0 < raw.scalars.height < full.scalars.height
     assert not math.isnan(raw.scalars["value"].sum())
+
+
+def test_a_panel_on_epochs_falls_back_to_its_step_column_or_says_how_to_export(
+        tmp_path: Path) -> None:
+    # copies of the real export with the x-axis turned into epochs (Trainer: 64 steps/epoch)
+    lines = PANEL_GLOBAL.read_text().splitlines()
+    rows = [line.split(",") for line in lines[1:]]
+    epochs = [f'"{int(row[0].strip(chr(34))) / 64}"' for row in rows]
+    on_epochs = ['"epoch",' + lines[0].split(",", 1)[1]] + [
+        ",".join([e, *row[1:]]) for e, row in zip(epochs, rows)]
+    path = tmp_path / "epochs.csv"
+    path.write_text("\n".join(on_epochs) + "\n")
+    with pytest.raises(InputError, match="x-axis 'epoch' is not a step counter"):
+        wandb_export.read(path / "mamba")
+    # with each run's _step exported as a column (and an empty column, as some exports have)
+    header = lines[0] + ',"mamba - _step","mamba - _step__MIN","mamba - _step__MAX",""'
+    with_step = ['"epoch",' + header.split(",", 1)[1]] + [
+        ",".join([e, *row[1:], *[f'"{i}"'] * 3, '""']) for i, (e, row) in enumerate(
+            zip(epochs, rows))]
+    path = tmp_path / "with_step.csv"
+    path.write_text("\n".join(with_step) + "\n")
+    raw = wandb_export.read(path / "mamba")
+    assert raw.step_unit == "log_call"
+    assert "step-metric-unusable" in [f.code for f in raw.findings]
+    loss = raw.scalars.filter(pl.col("metric") == "train/loss").sort("step")
+    assert loss["step"].to_list() == list(range(20))
+    # the x-axis is kept as a metric of its own: nothing logged is lost
+    assert raw.scalars.filter(pl.col("metric") == "epoch").sort("step")["value"][-1] == 100 / 64

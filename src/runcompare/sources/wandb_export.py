@@ -153,7 +153,7 @@ def _panel_runs(header: list[str]) -> list[str]:
     columns with their ``__MIN``/``__MAX`` companions), in column order; [] for any other."""
     if len(header) < 2:
         return []
-    matches = [_PANEL.match(name) for name in header[1:]]
+    matches = [_PANEL.match(name) for name in header[1:] if name]  # an empty column: skipped
     if not all(matches) or not any(m["bound"] for m in matches if m):
         return []
     return list(dict.fromkeys(m["run"] for m in matches if m))
@@ -261,10 +261,17 @@ def _read_panel(panels: list[Path], run: str, step_metric: object) -> RawLog:
     histories, spread, offset = [], 0, 0
     for table in tables:  # each table's rows after the previous one's
         metrics, spread_here = _panel_columns(table, run)
+        metrics = {column: key for column, key in metrics.items() if key != step}
         history = _history(table, {x_axis: step, **metrics})
         histories.append(history.with_columns(pl.col("row") + offset))
         spread, offset = spread + spread_here, offset + table.height
     leg = Leg(folder=first.parent, file=first, history=pl.concat(histories))
+    x_values = leg.history.filter(pl.col("key") == step).get_column("value").drop_nulls()
+    if (x_values != x_values.round()).any() and not (leg.history["key"] == LOG_STEP).any():
+        raise InputError(f"{first}: the panel's x-axis {x_axis!r} is not a step counter (it "
+                         "has values that are not whole numbers) and the export has no _step "
+                         "column; export the panel with Step (or the run's step metric) as "
+                         "its x-axis")
     if step != LOG_STEP:
         leg.metrics.append({"glob_name": "*", "step_metric": step})
     scalars, unit, findings, _ = history_scalars([leg], None, first)
