@@ -75,9 +75,9 @@ def expand(path: Path) -> list[Path]:
     panels that share an x-axis; a run exported on several x-axes stays one root per file)."""
     if virtual(path):
         return [path]
-    found = _exports(path)
-    roots = [file for file in found if _kind(file)[0] == "api"]
-    panels = {file: _kind(file)[1] for file in found if _kind(file)[0] == "panel"}
+    kinds = {file: _kind(file) for file in _exports(path)}
+    roots = [file for file, (kind, _) in kinds.items() if kind == "api"]
+    panels = {file: header for file, (kind, header) in kinds.items() if kind == "panel"}
     if path.is_file():
         return roots + [path / _encode(run) for header in panels.values()
                         for run in _panel_runs(header)]
