@@ -11,7 +11,7 @@ import pytest
 import runcompare as rc
 from runcompare.errors import InputError
 from runcompare.model import RAW_SCHEMA
-from runcompare.sources import REGISTRY, axolotl
+from runcompare.sources import REGISTRY, axolotl, sniff
 
 from .conftest import DATA, SAMPLES
 
@@ -44,7 +44,7 @@ def test_batch_size_is_never_the_micro_batch_and_gives_the_accumulation():
 
 def test_a_run_folder_with_an_axolotl_config_is_a_facts_only_source():
     assert REGISTRY["axolotl"] is axolotl and axolotl.FACTS_ONLY
-    assert axolotl.sniff(CONFIGS) and axolotl.sniff(PLAIN)
+    assert sniff(axolotl, CONFIGS) and sniff(axolotl, PLAIN)
     assert axolotl.files(CONFIGS) == [PLAIN, PACKED]
     raw = axolotl.read(PLAIN)
     assert raw.source == "axolotl" and raw.points == 0
@@ -64,7 +64,7 @@ def test_other_yaml_files_are_not_taken_for_axolotl_configs(tmp_path):
     (tmp_path / "hparams.yaml").write_text("micro_batch_size: 4\nsequence_len: 128\n")
     (tmp_path / "other.yml").write_text("micro_batch_size: 4\nlayers: 2\n")
     (tmp_path / "notes.yaml").write_text("- a\n- b\n")
-    assert not axolotl.sniff(tmp_path)
+    assert not sniff(axolotl, tmp_path)
 
 
 def test_an_hf_run_with_its_axolotl_config_beside_it(tmp_path):
@@ -91,7 +91,7 @@ def test_bad_configs_are_input_errors_naming_the_file(tmp_path):
         axolotl.config_facts(listed)
     with pytest.raises(InputError, match="no such config file"):
         axolotl.config_facts(tmp_path / "missing.yml")
-    assert not axolotl.sniff(tmp_path)
+    assert not sniff(axolotl, tmp_path)
 
 
 def test_nested_facts_match_keys_by_their_last_part():

@@ -13,7 +13,7 @@ import pytest
 
 import runcompare as rc
 from runcompare.errors import InputError
-from runcompare.sources import tensorboard, tfevents
+from runcompare.sources import sniff, tensorboard, tfevents
 
 from .conftest import DATA, SAMPLES
 
@@ -295,5 +295,5 @@ def test_registry_and_load_put_tensorboard_points_on_every_axis():
     assert frame.get_column("epoch").to_list() == pytest.approx([s / 30 for s in range(1, 31)],
                                                                 rel=F32)
     assert "train/epoch" not in run.metrics
-    assert tensorboard.sniff(TB / "tf2") and not tensorboard.sniff(DATA / "lightning")
+    assert sniff(tensorboard, TB / "tf2") and not sniff(tensorboard, DATA / "lightning")
     assert tensorboard.files(TB / "torch_purge") == sorted((TB / "torch_purge").iterdir())

@@ -9,7 +9,7 @@ import pytest
 import runcompare as rc
 from runcompare.errors import InputError, UsageError
 from runcompare.legs import resolve_legs
-from runcompare.sources import REGISTRY, hf_stdout, megatron, nanogpt, text, torchtitan
+from runcompare.sources import REGISTRY, hf_stdout, megatron, nanogpt, sniff, text, torchtitan
 
 from .conftest import DATA, SAMPLES
 
@@ -25,7 +25,7 @@ PATTERN = (r"(?P<wall_time>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) ep \d+ it (?P<step>\d
     ("torchtitan", "torchtitan"), ("torchtitan_resume", "torchtitan"), ("kv", "text"), ("colon", "text"), ("seed_trainer", "text"),
     ("hf4x_attn", "hf-stdout"), ("pattern", None)])
 def test_each_log_is_claimed_by_its_own_source_only(folder, owner):
-    claimed = [name for name, module in TEXT_SOURCES.items() if module.sniff(TEXT / folder)]
+    claimed = [name for name, module in TEXT_SOURCES.items() if sniff(module, TEXT / folder)]
     assert claimed == ([owner] if owner else [])
 
 
@@ -33,9 +33,9 @@ def test_registered_and_never_claiming_wandb_files_or_other_text():
     assert list(TEXT_SOURCES) == [n for n in REGISTRY if n in TEXT_SOURCES]
     wandb = SAMPLES / "attn" / "wandb"
     for module in TEXT_SOURCES.values():
-        assert not module.sniff(wandb)
+        assert not sniff(module, wandb)
         assert not module.files(wandb / "debug.log") and not module.files(wandb / "debug-internal.log")
-        assert not module.sniff(DATA / "README.md")
+        assert not sniff(module, DATA / "README.md")
 
 
 def test_nanogpt_steps_are_updates_done():
@@ -146,7 +146,7 @@ def test_binary_garbage_is_not_a_log(tmp_path):
     junk = tmp_path / "junk.log"
     junk.write_bytes(bytes(range(256)) * 4000)
     for module in TEXT_SOURCES.values():
-        assert not module.sniff(junk)
+        assert not sniff(module, junk)
     with pytest.raises(InputError):
         text.read(junk)
 

@@ -14,7 +14,7 @@ import pytest
 import runcompare as rc
 from runcompare.errors import InputError, MissingInfoError
 from runcompare.legs import resolve_legs
-from runcompare.sources import _hf_dicts, _lines, hf_stdout, hf_trainer
+from runcompare.sources import _hf_dicts, _lines, hf_stdout, hf_trainer, sniff
 
 from .conftest import DATA, SAMPLES
 
@@ -203,7 +203,7 @@ def test_empty_file_and_a_file_without_dicts_are_input_errors(tmp_path):
         hf_stdout.read(empty)
     plain = tmp_path / "plain.log"
     plain.write_text("hello\nworld\n")
-    assert not hf_stdout.sniff(plain)
+    assert not sniff(hf_stdout, plain)
     with pytest.raises(InputError, match="no Trainer log dict"):
         hf_stdout.read(plain)
 
@@ -211,13 +211,13 @@ def test_empty_file_and_a_file_without_dicts_are_input_errors(tmp_path):
 def test_sniff_claims_train_log_but_not_wandb_copies(tmp_path):
     assert hf_stdout.files(SAMPLES / "attn") == [SAMPLES / "attn" / "train.log"]
     wandb = next((SAMPLES / "attn" / "wandb").glob("offline-run-*"))
-    assert not hf_stdout.sniff(wandb / "files" / "output.log") if (
+    assert not sniff(hf_stdout, wandb / "files" / "output.log") if (
         wandb / "files" / "output.log").exists() else True
     copy = tmp_path / "wandb" / "run-20260101_000000-abcd1234" / "files" / "output.log"
     copy.parent.mkdir(parents=True)
     shutil.copy(SAMPLES / "attn" / "train.log", copy)
-    assert not hf_stdout.sniff(copy)
-    assert not hf_stdout.sniff(SAMPLES / "attn" / "wandb")
+    assert not sniff(hf_stdout, copy)
+    assert not sniff(hf_stdout, SAMPLES / "attn" / "wandb")
 
 
 def test_a_log_cut_right_after_a_dict_puts_it_one_logging_interval_on(tmp_path):

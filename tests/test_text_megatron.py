@@ -10,7 +10,7 @@ import pytest
 import runcompare as rc
 from runcompare.errors import InputError
 from runcompare.legs import resolve_legs
-from runcompare.sources import _lines, megatron
+from runcompare.sources import _lines, megatron, sniff
 
 from .conftest import DATA
 
@@ -113,7 +113,7 @@ def test_megabyte_lines_and_an_empty_file(tmp_path):
     empty = tmp_path / "empty" / "train.log"
     empty.parent.mkdir()
     empty.write_text("")
-    assert not megatron.sniff(empty.parent)
+    assert not sniff(megatron, empty.parent)
     with pytest.raises(InputError, match="empty file"):
         megatron.read(empty)
 

@@ -12,7 +12,7 @@ import pytest
 
 import runcompare as rc
 from runcompare.errors import InputError
-from runcompare.sources import wandb, wandb_export
+from runcompare.sources import sniff, wandb, wandb_export
 
 from .conftest import DATA, SAMPLES
 
@@ -137,7 +137,7 @@ def test_a_run_exported_on_two_x_axes_stays_one_run_per_file(tmp_path: Path) -> 
 def test_panel_csv_with_several_runs_needs_one_named(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="holds 2 exported W&B runs"):
         wandb_export.read(PANEL_GLOBAL)
-    assert not wandb_export.sniff(PANEL_GLOBAL / "nobody")
+    assert not sniff(wandb_export, PANEL_GLOBAL / "nobody")
     with pytest.raises(InputError, match="no such file or directory"):
         rc.load(PANEL / "by_global_step" / "nobody", cache=False)
 
@@ -177,10 +177,10 @@ def test_time_x_axis_is_an_input_error(tmp_path: Path) -> None:
 
 
 def test_exports_are_not_claimed_by_other_sources_nor_claim_theirs() -> None:
-    assert wandb_export.sniff(API) and wandb_export.sniff(PANEL / "by_step")
-    assert not wandb_export.sniff(DATA / "lightning")
-    assert not any(wandb_export.sniff(p) for p in (DATA / "lightning").rglob("metrics.csv"))
-    assert not wandb_export.sniff(SAMPLES / "mamba")
+    assert sniff(wandb_export, API) and sniff(wandb_export, PANEL / "by_step")
+    assert not sniff(wandb_export, DATA / "lightning")
+    assert not any(sniff(wandb_export, p) for p in (DATA / "lightning").rglob("metrics.csv"))
+    assert not sniff(wandb_export, SAMPLES / "mamba")
 
 
 def test_cli_compares_the_runs_of_a_panel_export(cli, tmp_path: Path) -> None:

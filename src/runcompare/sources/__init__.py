@@ -1,8 +1,8 @@
 """Log formats: one module per format behind one small protocol, and one registry.
 
-A source module has ``sniff(path) -> bool`` (cheap: does this path hold my files?),
-``files(path) -> list[Path]`` (the files ``read`` would read; the cache checks their sizes and
-mtimes) and ``read(path, *, hints=None) -> RawLog`` (never guesses a batch size: it reports
+A source module has ``files(path) -> list[Path]`` (the files ``read`` would read; the cache
+checks their sizes and mtimes; :func:`sniff` asks whether it lists any, unless the module has
+a cheaper ``sniff(path) -> bool`` of its own) and ``read(path, *, hints=None) -> RawLog`` (never guesses a batch size: it reports
 facts and its step unit, and keeps every point of every leg). ``hints`` are the values of the
 facts the user stated (``--set``, ``runcompare.toml``) by name, for formats that need one to
 be read at all (``step_metric`` for W&B, ``logging_steps`` for Trainer stdout, ``pattern``).
@@ -37,12 +37,10 @@ from . import (
     wandb_export,
 )
 
-__all__ = ["REGISTRY", "Source", "detect"]
+__all__ = ["REGISTRY", "Source", "detect", "sniff"]
 
 
 class Source(Protocol):
-    def sniff(self, path: Path) -> bool: ...
-
     def files(self, path: Path) -> list[Path]: ...
 
     def read(self, path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog: ...
@@ -77,11 +75,18 @@ def detect(path: Path, *, source: str | None = None) -> dict[str, Source]:
     if source is not None and source not in REGISTRY:
         raise UsageError(f"unknown source {source!r}; choose one of {', '.join(REGISTRY)}")
     names = [source] if source else list(REGISTRY)
-    found = {name: REGISTRY[name] for name in names if REGISTRY[name].sniff(path)}
+    found = {name: REGISTRY[name] for name in names if sniff(REGISTRY[name], path)}
     if not found:
         looked_for = "; ".join(f"{name}: {_describe(REGISTRY[name])}" for name in names)
         raise NoLogsFoundError(f"{path}: no training logs found (looked for {looked_for})")
     return found
+
+
+def sniff(module: Source, path: Path) -> bool:
+    """Whether ``module`` finds logs at ``path``: its own ``sniff`` where it has one (a test
+    cheaper than listing its files), else whether ``files`` lists any."""
+    own = getattr(module, "sniff", None)
+    return own(path) if own is not None else bool(module.files(path))
 
 
 def _describe(module: Source) -> str:

@@ -32,7 +32,7 @@ from ..facts import facts_from_config
 from ..model import RAW_SCHEMA, Fact, Finding, RawLog
 
 __all__ = ["FACTS_ONLY", "config_facts", "expand", "files", "load_yaml", "nested_facts", "read",
-           "read_config", "sniff"]
+           "read_config"]
 
 #: Load.py: this source supplies facts, never points; it must not be chosen for scalars.
 FACTS_ONLY = True
@@ -119,10 +119,6 @@ def _leaves(config: Mapping[str, Any], depth: int,
         else:
             out.append((depth + len(parts), parts[-1], shown, value))
     return out
-
-
-def sniff(path: Path) -> bool:
-    return bool(files(path))
 
 
 def expand(path: Path) -> list[Path]:

@@ -50,7 +50,7 @@ from . import _lines
 from ._hf_dicts import DICT_KEYS, read_dicts
 from .hf_trainer import canonical_name
 
-__all__ = ["claims", "files", "read", "sniff"]
+__all__ = ["claims", "files", "read"]
 
 #: Values come from printed text (rounded): a structured source of the same run wins.
 PRINTED = True
@@ -80,10 +80,6 @@ def claims(head: str) -> bool:
 
 def files(path: Path) -> list[Path]:
     return _lines.log_files(path, claims)
-
-
-def sniff(path: Path) -> bool:
-    return bool(files(path))
 
 
 def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:

@@ -22,7 +22,7 @@ import polars as pl
 from ..errors import InputError
 from ..model import RAW_SCHEMA, Fact, Finding, RawLog
 
-__all__ = ["canonical_name", "files", "read", "sniff"]
+__all__ = ["canonical_name", "files", "read"]
 
 STATE = "trainer_state.json"
 _CHECKPOINT = re.compile(r"checkpoint-(\d+)$")
@@ -34,10 +34,6 @@ _STATE_FACTS = {"train_batch_size": "per_device_batch", "max_steps": "max_steps"
                 "global_step": "global_step", "num_input_tokens_seen": "tokens_seen",
                 "total_flos": "total_flos"}
 _RATES = ("train_samples_per_second", "train_steps_per_second")
-
-
-def sniff(path: Path) -> bool:
-    return bool(files(path))
 
 
 def canonical_name(key: str) -> str:

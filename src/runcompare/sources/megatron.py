@@ -44,7 +44,7 @@ from ..model import Fact, Finding, RawLog
 from . import _lines
 from ._lines import KEY
 
-__all__ = ["claims", "files", "read", "sniff"]
+__all__ = ["claims", "files", "read"]
 
 #: Values come from printed text (rounded): a structured source of the same run wins.
 PRINTED = True
@@ -73,10 +73,6 @@ def claims(head: str) -> bool:
 
 def files(path: Path) -> list[Path]:
     return _lines.log_files(path, claims)
-
-
-def sniff(path: Path) -> bool:
-    return bool(files(path))
 
 
 def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:

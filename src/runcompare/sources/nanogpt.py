@@ -37,7 +37,7 @@ from ..facts import facts_from_config
 from ..model import Fact, RawLog
 from . import _lines
 
-__all__ = ["claims", "files", "read", "sniff"]
+__all__ = ["claims", "files", "read"]
 
 #: Values come from printed text (rounded): a structured source of the same run wins.
 PRINTED = True
@@ -66,10 +66,6 @@ def claims(head: str) -> bool:
 
 def files(path: Path) -> list[Path]:
     return _lines.log_files(path, claims)
-
-
-def sniff(path: Path) -> bool:
-    return bool(files(path))
 
 
 def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:

@@ -59,7 +59,7 @@ from ..model import RAW_SCHEMA, Fact, Finding, RawLog
 from ._files import read_file
 from .tfevents import EventFile, decode
 
-__all__ = ["expand", "files", "read", "sniff"]
+__all__ = ["expand", "files", "read"]
 
 MARK = "tfevents"
 _RESTART_DIR = re.compile(r"^[A-Z][a-z]{2}\d{2}_\d{2}-\d{2}-\d{2}_.+$")
@@ -69,10 +69,6 @@ ARGS_TAG = "args/text_summary"
 #: HF's end-of-training rates (tag -> fact name), as hf_trainer reports them.
 _RATES = {"train/train_samples_per_second": "train_samples_per_second",
           "train/train_steps_per_second": "train_steps_per_second"}
-
-
-def sniff(path: Path) -> bool:
-    return bool(files(path))
 
 
 def files(path: Path) -> list[Path]:

@@ -31,7 +31,7 @@ from ..errors import InputError
 from ..model import Fact, RawLog
 from . import _lines
 
-__all__ = ["claims", "files", "read", "sniff"]
+__all__ = ["claims", "files", "read"]
 
 #: Values come from printed text (rounded): a structured source of the same run wins.
 PRINTED = True
@@ -55,10 +55,6 @@ def claims(head: str) -> bool:
 
 def files(path: Path) -> list[Path]:
     return _lines.log_files(path, claims)
-
-
-def sniff(path: Path) -> bool:
-    return bool(files(path))
 
 
 def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:

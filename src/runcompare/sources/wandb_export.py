@@ -38,7 +38,7 @@ from .wandb import LOG_STEP, history_scalars
 from .wandb_history import with_values
 from .wandb_run import Leg
 
-__all__ = ["expand", "files", "read", "sniff", "virtual"]
+__all__ = ["expand", "files", "read", "virtual"]
 
 #: Suffixes of exported history.
 _SUFFIXES = (".csv", ".jsonl", ".json", ".parquet")
@@ -52,10 +52,6 @@ _PANEL = re.compile(r"^(?P<run>.+?) - (?P<metric>.+?)(?P<bound>__MIN|__MAX)?$")
 _TIME_AXES = re.compile(r"^(Wall Time|Relative Time.*|_timestamp|_runtime)$")
 #: pandas' index column, as ``to_csv`` writes it (and as it reads back).
 _INDEX = ("", "Unnamed: 0", "__index_level_0__")
-
-
-def sniff(path: Path) -> bool:
-    return virtual(path) or bool(_exports(path))
 
 
 def virtual(path: Path) -> bool:
