@@ -8,20 +8,15 @@ built straight into runcompare's data model (reading is benchmarked elsewhere).
 
 from __future__ import annotations
 
-import argparse
 import time
 
-from synthetic import make_run
+from synthetic import runs_from_arguments
 
 import runcompare as rc
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--points", type=int, default=100_000)
-    args = parser.parse_args()
-    runs = [make_run(i, args.points) for i in range(args.runs)]
+    args, runs = runs_from_arguments(__doc__.splitlines()[0])
     start = time.perf_counter()
     result = rc.compare(runs, x="tokens", smooth="5%")
     seconds = time.perf_counter() - start

@@ -7,23 +7,18 @@ Goal (issue 7): written in under 5 s and under 8 MB on the 2-core reference mach
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 import time
 from pathlib import Path
 
-from synthetic import make_run
+from synthetic import runs_from_arguments
 
 import runcompare as rc
 from runcompare.report import write_report
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--points", type=int, default=100_000)
-    args = parser.parse_args()
-    runs = [make_run(i, args.points) for i in range(args.runs)]
+    args, runs = runs_from_arguments(__doc__.splitlines()[0])
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "report.html"
         start = time.perf_counter()

@@ -3,6 +3,7 @@ what happens after reading (comparing, reporting)."""
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +11,7 @@ import polars as pl
 
 from runcompare.model import SCALAR_SCHEMA, BatchConfig, Fact, Run
 
-__all__ = ["make_run"]
+__all__ = ["make_run", "runs_from_arguments"]
 
 
 def make_run(i: int, points: int) -> Run:
@@ -29,3 +30,13 @@ def make_run(i: int, points: int) -> Run:
                         world_size=Fact(1, "bench"))
     return Run(name=f"run{i}", path=Path("."), format="bench", sources=["bench"],
                step_unit="optimizer", batch=batch, scalars=frame)
+
+
+def runs_from_arguments(description: str) -> tuple[argparse.Namespace, list[Run]]:
+    """``--runs`` (default 20) synthetic runs of ``--points`` (default 100,000) points each,
+    from the command line of a benchmark described by ``description``."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--points", type=int, default=100_000)
+    args = parser.parse_args()
+    return args, [make_run(i, args.points) for i in range(args.runs)]
