@@ -28,6 +28,7 @@ import csv
 import json
 import re
 from collections.abc import Mapping
+from functools import lru_cache
 from pathlib import Path
 
 import polars as pl
@@ -62,7 +63,7 @@ def virtual(path: Path) -> bool:
 
 def files(path: Path) -> list[Path]:
     root = _panel_root(path)
-    return root[0] if root is not None else _exports(path)
+    return root[0] if root is not None else list(_exports(path))
 
 
 def expand(path: Path) -> list[Path]:
@@ -71,7 +72,7 @@ def expand(path: Path) -> list[Path]:
     panels that share an x-axis; a run exported on several x-axes stays one root per file)."""
     if virtual(path):
         return [path]
-    kinds = {file: _kind(file) for file in _exports(path)}
+    kinds = _exports(path)
     roots = [file for file, (kind, _) in kinds.items() if kind == "api"]
     panels = {file: header for file, (kind, header) in kinds.items() if kind == "panel"}
     if path.is_file():
@@ -97,8 +98,8 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
     if root is not None:
         return _read_panel(*root, step_metric)
     found = _exports(path)
-    if len(found) == 1 and _kind(found[0])[0] == "api":
-        return _read_api(found[0], step_metric)
+    if [kind for kind, _ in found.values()] == ["api"]:
+        return _read_api(next(iter(found)), step_metric)
     roots = expand(path)
     if len(roots) == 1:
         return read(roots[0], hints=hints)
@@ -113,11 +114,13 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
 # -- finding the exports ---------------------------------------------------------------------
 
 
-def _exports(path: Path) -> list[Path]:
-    """The export files at ``path`` (the file itself, or the files directly in a folder)."""
+def _exports(path: Path) -> dict[Path, tuple[str, list[str]]]:
+    """The export files at ``path`` (the file itself, or the files directly in a folder), each
+    with its kind and header (:func:`_kind`)."""
     candidates = [path] if path.is_file() else (
         sorted(p for p in path.iterdir() if p.is_file()) if path.is_dir() else [])
-    return [p for p in candidates if p.suffix.lower() in _SUFFIXES and _kind(p)[0]]
+    kinds = {p: _kind(p) for p in candidates if p.suffix.lower() in _SUFFIXES}
+    return {p: (kind, header) for p, (kind, header) in kinds.items() if kind}
 
 
 def _kind(file: Path) -> tuple[str | None, list[str]]:
@@ -183,7 +186,18 @@ def _panel_root(path: Path) -> tuple[list[Path], str] | None:
 
 
 def _table(file: Path) -> pl.DataFrame:
-    """The file as a frame of text cells (null where empty), pandas' index column dropped."""
+    """The file as a frame of text cells (null where empty), pandas' index column dropped;
+    parsed once while unchanged (each run of a panel CSV is read from it)."""
+    try:
+        stat = file.stat()
+    except OSError as exc:
+        raise InputError(f"{file}: cannot be read ({exc.strerror})") from exc
+    return _parsed(file, stat.st_size, stat.st_mtime_ns)
+
+
+@lru_cache(maxsize=8)
+def _parsed(file: Path, size: int, mtime_ns: int) -> pl.DataFrame:
+    """:func:`_table` of ``file`` as it is at that size and modification time."""
     suffix = file.suffix.lower()
     try:
         if suffix == ".csv":
