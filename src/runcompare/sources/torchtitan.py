@@ -38,11 +38,14 @@ PRINTED = True
 
 _TITAN = r"\[titan\] \d{4}-\d\d-\d\d"
 _PAIR = r"[A-Za-z_][A-Za-z_ ]*?:\s+[^\s]+"
-_STARTS = {"start": r"Training starts at step (\d+)", "per_device_batch": r"local batch size (\d+)",
-           "global_batch": r"global batch size (\d+)",
-           "grad_accum": r"gradient accumulation steps (\d+)",
-           "seq_len": r"sequence length (\d+)", "max_steps": r"total steps (\d+)",
-           "checkpoint": r"Loading the checkpoint at step (\d+)"}
+#: Lines that start a leg, and the facts of the batch line.
+_LEGS = {"start": r"Training starts at step (\d+)",
+         "checkpoint": r"Loading the checkpoint at step (\d+)"}
+_BATCH = {"per_device_batch": r"local batch size (\d+)",
+          "global_batch": r"global batch size (\d+)",
+          "grad_accum": r"gradient accumulation steps (\d+)",
+          "seq_len": r"sequence length (\d+)", "max_steps": r"total steps (\d+)"}
+_STARTS = {**_LEGS, **_BATCH}
 _NAMES = {"loss": "train/loss", "grad_norm": "train/grad_norm", "memory": "train/memory_gib",
           "tps": "train/tps_per_device", "wps": "train/tps_per_device",
           "tflops": "train/tflops_per_device", "mfu": "train/mfu"}
@@ -122,9 +125,9 @@ def _points(pairs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 def _facts(rows: pl.DataFrame, logs: list[Path]) -> dict[str, Fact[Any]]:
     facts: dict[str, Fact[Any]] = {}
-    for name, pattern in _STARTS.items():
+    for name, pattern in _BATCH.items():
         found = rows.filter(pl.col(name).is_not_null()).tail(1)
-        if name not in ("start", "checkpoint") and found.height:
+        if found.height:
             words = pattern.split(" (", 1)[0]
             facts[name] = Fact(int(found[name][0]), f"{logs[-1].name} line {found['line'][0]}: "
                                                     f"{words}")
