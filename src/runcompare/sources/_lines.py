@@ -27,12 +27,16 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import cache, partial
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from ..errors import InputError, UsageError
 from ..model import RAW_SCHEMA, Finding
+from . import _layout
+from ._layout import Layout
 
 __all__ = ["CHUNK_BYTES", "HEAD_BYTES", "KEY", "Lines", "canonical_key", "clean_text",
            "compile_pattern", "delimited_fields", "head",
@@ -150,19 +154,26 @@ def _is_wandb_file(path: Path) -> bool:
 
 
 def read_lines(path: Path, parse: Callable[[pl.DataFrame], Parsed], *,
-               chunk_bytes: int | None = None, workers: int | None = None) -> Lines:
+               chunk_bytes: int | None = None, workers: int | None = None,
+               layout: Callable[[bytes], Layout | None] | None = None,
+               table: str = "rows") -> Lines:
     """``parse`` applied to every chunk of ``path``'s lines, the results in file order
     (concatenated per name when ``parse`` returns frames by name).
 
     Each chunk reaches ``parse`` as a frame of ``line`` (Int64, 1-based) and ``text`` (String;
-    null for an empty line). Raises :class:`InputError` for an unreadable or empty file.
+    null for an empty line). With ``layout`` (the source's :class:`~._layout.Layout` of the
+    lines of a chunk's bytes like its sample line, or None), the lines it matches are read by
+    the native scanner into the ``table`` frame, up to :data:`MAX_LAYOUTS` layouts per chunk,
+    and ``parse`` gets the other lines only. Raises :class:`InputError` for an unreadable or
+    empty file.
     """
     try:
         if path.stat().st_size == 0:
             raise InputError(f"{path}: empty file; nothing was logged to it yet (point "
                              "runcompare at the log of a run that has started)")
         with path.open("rb") as handle:
-            return _parse_chunks(_chunks(handle, chunk_bytes or CHUNK_BYTES), parse,
+            return _parse_chunks(_chunks(handle, chunk_bytes or CHUNK_BYTES),
+                                 partial(_read_chunk, parse=parse, layout=layout, table=table),
                                  workers or WORKERS)
     except OSError as exc:
         raise InputError(f"{path}: cannot be read ({exc.strerror})") from exc
@@ -174,7 +185,7 @@ def _chunks(handle: io.BufferedReader, size: int) -> Iterator[bytes]:
     """Bytes of whole lines covering the file: the k-th chunk ends at the last newline before
     byte (k + 1) × ``size`` (a line longer than ``size`` makes a longer chunk). The newline
     is looked for in a small read at the end of that span first, so that each byte of the
-    file is copied once, into the chunk handed to the CSV reader."""
+    file is copied once, into the chunk."""
     start = block = 0
     while True:
         block += size
@@ -199,29 +210,79 @@ def _chunks(handle: io.BufferedReader, size: int) -> Iterator[bytes]:
             return
 
 
-def _parse_chunks(chunks: Iterator[bytes], parse: Callable[[pl.DataFrame], Parsed],
+#: What a chunk gives: its line count, what was parsed (line numbers counted from the chunk's
+#: start) and its first line that is not UTF-8 with their count (``line``, ``n``).
+_Chunk = tuple[int, Parsed, pl.DataFrame]
+
+
+def _read_chunk(data: bytes, *, parse: Callable[[pl.DataFrame], Parsed],
+                layout: Callable[[bytes], Layout | None] | None, table: str) -> _Chunk:
+    """One chunk: the lines of its layouts scanned natively, the rest split into a frame of
+    lines by polars' CSV reader and parsed by ``parse``."""
+    scanned: list[pl.DataFrame] = []
+    count, index = None, None  # index: the chunk's line index of each line left in data
+    for _ in range(MAX_LAYOUTS if layout else 0):
+        found = layout(data)
+        if found is None:
+            break
+        lines, rows, data, rest = _layout.scan(data, found)
+        if index is None:
+            count = lines
+        else:
+            rows = rows.with_columns(line=pl.Series(index).gather(rows.get_column("line")))
+            rest = index[rest]
+        scanned.append(rows.with_columns(pl.col("line") + 1))
+        index = rest
+        if not data:
+            break
+    frame = pl.read_csv(data, **_CSV) if data else pl.DataFrame(schema={"text": pl.String})  # type: ignore[call-overload]
+    line = pl.Series("line", index + 1 if index is not None else np.arange(1, frame.height + 1))
+    frame = frame.select(line, "text")
+    garbled = frame.filter(pl.col("text").str.contains("\ufffd", literal=True))
+    parsed = parse(frame) if frame.height else _empty(parse)
+    if scanned:
+        tables = dict(parsed) if isinstance(parsed, dict) else {"rows": parsed}
+        parts = [tables[table], *scanned] if tables[table].height else scanned
+        joined = pl.concat(parts, how="diagonal_relaxed")
+        tables[table] = joined.sort("line") if len(parts) > 1 else joined
+        parsed = tables if isinstance(parsed, dict) else tables["rows"]
+    return (frame.height if count is None else count, parsed,
+            garbled.select("line").head(1).with_columns(n=garbled.height))
+
+
+@cache
+def _empty(parse: Callable[[pl.DataFrame], Parsed]) -> Parsed:
+    """What ``parse`` gives for no lines (a chunk that the scanner read whole)."""
+    return parse(pl.DataFrame(schema={"line": pl.Int64, "text": pl.String}))
+
+
+def _parse_chunks(chunks: Iterator[bytes], read: Callable[[bytes], _Chunk],
                   workers: int) -> Lines:
+    """``read`` of each chunk, two at a time in threads (polars and the scanner release the
+    GIL); line numbers made the file's as the results come back in order."""
     results: list[tuple[Parsed, pl.DataFrame]] = []
     count = 0
 
-    def run(frame: pl.DataFrame) -> tuple[Parsed, pl.DataFrame]:
-        garbled = frame.filter(pl.col("text").str.contains("\ufffd", literal=True))
-        return parse(frame), garbled.select("line").head(1).with_columns(n=garbled.height)
+    def numbered(result: _Chunk) -> tuple[Parsed, pl.DataFrame]:
+        nonlocal count
+        lines, parsed, garbled = result
+        shift = pl.col("line") + count
+        if isinstance(parsed, dict):
+            parsed = {name: frame.with_columns(shift) for name, frame in parsed.items()}
+        else:
+            parsed = parsed.with_columns(shift)
+        garbled = garbled.with_columns(shift)
+        count += lines
+        return parsed, garbled
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        pending: deque[Future[tuple[Parsed, pl.DataFrame]]] = deque()
+        pending: deque[Future[_Chunk]] = deque()
         for data in chunks:
-            # polars' CSV reader splits the lines (one row per line, empty ones too) here, so
-            # that the next chunk's first line number is known without counting newlines
-            frame = (pl.read_csv(data, **_CSV)  # type: ignore[call-overload]
-                     .with_row_index("line", offset=count + 1)
-                     .with_columns(pl.col("line").cast(pl.Int64)))
+            pending.append(pool.submit(read, data))
             del data
-            count += frame.height
-            pending.append(pool.submit(run, frame))
             if len(pending) > workers:
-                results.append(pending.popleft().result())
-        results += [future.result() for future in pending]
+                results.append(numbered(pending.popleft().result()))
+        results += [numbered(future.result()) for future in pending]
     tables: dict[str, list[pl.DataFrame]] = {}
     for parsed, _ in results:
         for name, frame in (parsed.items() if isinstance(parsed, dict) else [("rows", parsed)]):
@@ -329,6 +390,9 @@ def to_raw(frame: pl.DataFrame, columns: Mapping[str, str]) -> pl.DataFrame:
     present = {c: m for c, m in columns.items() if c in frame.columns}
     if not present or frame.is_empty():
         return pl.DataFrame(schema=RAW_SCHEMA)
+    # columns of one chunk each: a select over columns cut into chunks at different rows
+    # (a log's chunks, and a leg column computed whole) would realign them for every metric
+    frame = frame.select("step", "wall_time", "leg", *present).rechunk()
     axes = [pl.col("step").cast(pl.Int64), pl.col("wall_time").cast(pl.Float64),
             pl.col("leg").cast(pl.Int32)]
     metrics: dict[str, list[str]] = {}
@@ -396,7 +460,7 @@ def delimited_fields(rows: pl.DataFrame, *, sep: str, kv: str) -> pl.DataFrame:
         modal = int(counts.mode().min())  # type: ignore[arg-type]
         is_modal = counts == modal
         sample = rows.get_column("text")[int(is_modal.arg_max())]  # type: ignore[arg-type]
-        layout = _layout(sample, sep, kv)
+        layout = _field_prefixes(sample, sep, kv)
         loose = any(part.strip() and kv not in part for part in sample.split(sep)[1:])
         # most chunks hold one layout only: no filtering copies then
         modal_rows = rows if is_modal.all() else rows.filter(is_modal)
@@ -424,7 +488,7 @@ def delimited_fields(rows: pl.DataFrame, *, sep: str, kv: str) -> pl.DataFrame:
     return out.sort("line") if len(parts) > 1 else out
 
 
-def _layout(sample: str, sep: str, kv: str) -> list[tuple[int, str]]:
+def _field_prefixes(sample: str, sep: str, kv: str) -> list[tuple[int, str]]:
     """(field index, ``" key:"`` prefix) of each key-value field of one line."""
     return [(i, part[:part.index(kv) + len(kv)]) for i, part in enumerate(sample.split(sep))
             if i > 0 and kv in part and part.split(kv, 1)[0].strip()]

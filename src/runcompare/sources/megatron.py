@@ -41,7 +41,8 @@ import polars as pl
 from ..errors import InputError
 from ..facts import facts_from_config
 from ..model import Fact, Finding, RawLog
-from . import _lines
+from . import _layout, _lines
+from ._layout import Layout, Piece
 from ._lines import KEY
 
 __all__ = ["claims", "files", "read"]
@@ -81,7 +82,7 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
                           "like ' iteration 100/ 500000 | consumed samples: ... | lm loss: ...')")
     trains, others, findings = [], [], []
     for index, file in enumerate(logs):
-        lines = _lines.read_lines(file, _parse)
+        lines = _lines.read_lines(file, _parse, layout=_train_layout, table="train")
         where = {"pos": pl.col("line") + (index << 40), "name": pl.lit(file.name)}
         trains.append(lines.tables["train"].with_columns(**where))
         others.append(lines.tables["other"].with_columns(**where))
@@ -124,6 +125,41 @@ def _parse(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
                         | text.str.contains("-- arguments --", literal=True)
                         | text.str.contains("loaded checkpoint", literal=True))
     return {"train": train, "other": other}
+
+
+def _train_layout(data: bytes) -> Layout | None:
+    """The layout of the chunk's first train line: its ``iteration N/ M`` as ``step`` and
+    ``total``, the first timestamp of its head as ``wall_time``, each ``key: number`` field as
+    its ``KEY + key`` column (a number in a key is text)."""
+    sample = _layout.sample(data, b"iteration",
+                            lambda line: "|" in line and "loss at " not in line)
+    if sample is None:
+        return None
+    program: list[Piece] = []
+    columns: list[str | None] = []
+    field, colon, iteration, keys = 0, False, False, sample.split("|")
+    for kind, text in _layout.pieces(sample):
+        if kind == "lit":
+            for char in text:
+                field, colon = (field + 1, False) if char == "|" else (field, colon or char == ":")
+            iteration = iteration or (field == 0 and "iteration" in text)
+        elif kind == "ts":
+            columns.append("wall_time" if field == 0 and "wall_time" not in columns else None)
+        elif kind == "num" and field == 0:
+            name = ("step" if "step" not in columns else "total") if iteration else None
+            if name == "total" and "total" in columns:
+                name = None
+            kind = "int" if name else kind
+            columns.append(name)
+        elif kind == "num" and colon:
+            key = KEY + keys[field].split(":", 1)[0].strip()
+            if key in columns:
+                return None  # two numbers in one field: not a layout of its own
+            columns.append(key)
+        elif kind == "num":
+            kind = "lit"  # a number in a key
+        program.append((kind, text))
+    return _layout.checked(sample, program, columns, lambda frame: _parse(frame)["train"])
 
 
 _STAMP = "%Y-%m-%d %H:%M:%S"

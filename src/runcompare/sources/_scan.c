@@ -1,0 +1,324 @@
+/* Numbers out of the lines of a text log that share one layout: the native half of
+ * runcompare.sources._layout (read that module's docstring first).
+ *
+ * scan(data, program, slots) walks the lines of `data` (any bytes-like object) once. A line
+ * matches `program` when the program's operations consume it from its first byte to its
+ * end; a matching line yields `slots` numbers, an other line is copied, whole, into `rest`.
+ * The operations (one byte each, a literal after LIT/SKIPTO/SKIPLAST as 2-byte little-endian
+ * length + bytes):
+ *
+ *   LIT s      the bytes s
+ *   WS         zero or more spaces
+ *   NUM        -?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?  -> a slot (correctly rounded double)
+ *   INT        -?[0-9]{1,15}                           -> a slot (exact)
+ *   TS         YYYY-MM-DD[ T]HH:MM:SS([.,][0-9]{1,6})? -> a slot (unix seconds, read as UTC)
+ *   SKIPTO s   everything up to and including the first s
+ *   SKIPLAST s everything up to and including the last s of the line
+ *   END        trailing spaces, then the line's end
+ *
+ * Returns (lines, matched, values, rest, rest_lines): the number of lines in `data` (a last
+ * line without newline counts), the 0-based indexes of the matching lines (int64), their
+ * numbers (float64, `slots` per line, row-major), the other lines each ending in a newline,
+ * and their indexes (int64). The GIL is released while the lines are walked.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { OP_LIT = 1, OP_WS, OP_NUM, OP_TS, OP_SKIPTO, OP_SKIPLAST, OP_END, OP_INT };
+
+typedef struct {
+    char *data;
+    size_t len, cap;
+} Buffer;
+
+static int grow(Buffer *b, size_t more) {
+    if (b->len + more <= b->cap)
+        return 0;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + more)
+        cap *= 2;
+    char *data = realloc(b->data, cap);
+    if (!data)
+        return -1;
+    b->data = data;
+    b->cap = cap;
+    return 0;
+}
+
+static int put(Buffer *b, const void *src, size_t n) {
+    if (grow(b, n))
+        return -1;
+    memcpy(b->data + b->len, src, n);
+    b->len += n;
+    return 0;
+}
+
+static const double POW10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                               1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                               1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+/* A number at p (before end) into *out; the bytes read, 0 when none. Clinger's fast path
+ * (an integer mantissa below 2^53 times or over an exact power of ten is correctly rounded
+ * by one IEEE operation); strtod, correctly rounded in glibc, for the rest. */
+static size_t number(const char *p, const char *end, double *out) {
+    const char *s = p;
+    int negative = 0, digits = 0, exp10 = 0, exact = 1;
+    uint64_t mantissa = 0;
+    if (s < end && *s == '-') {
+        negative = 1;
+        s++;
+    }
+    const char *first = s;
+    for (; s < end && *s >= '0' && *s <= '9'; s++, digits++) {
+        if (mantissa < (1ULL << 53) / 10)
+            mantissa = mantissa * 10 + (uint64_t)(*s - '0');
+        else
+            exact = 0;
+    }
+    if (s == first)
+        return 0;
+    if (s < end && *s == '.') {
+        s++;
+        for (; s < end && *s >= '0' && *s <= '9'; s++) {
+            if (mantissa < (1ULL << 53) / 10) {
+                mantissa = mantissa * 10 + (uint64_t)(*s - '0');
+                exp10--;
+            } else {
+                exact = 0;
+            }
+        }
+    }
+    if (s < end && (*s == 'e' || *s == 'E')) {
+        const char *e = s + 1;
+        int sign = 1, value = 0;
+        if (e < end && (*e == '-' || *e == '+')) {
+            sign = *e == '-' ? -1 : 1;
+            e++;
+        }
+        const char *edigits = e;
+        for (; e < end && *e >= '0' && *e <= '9'; e++)
+            if (value < 100000)
+                value = value * 10 + (*e - '0');
+        if (e > edigits) {
+            exp10 += sign * value;
+            s = e;
+        }
+    }
+    size_t used = (size_t)(s - p);
+    if (exact && exp10 >= -22 && exp10 <= 22) {
+        double value = (double)mantissa;
+        value = exp10 < 0 ? value / POW10[-exp10] : value * POW10[exp10];
+        *out = negative ? -value : value;
+        return used;
+    }
+    char copy[512];
+    if (used >= sizeof copy)
+        return 0;
+    memcpy(copy, p, used);
+    copy[used] = '\0';
+    *out = strtod(copy, NULL);
+    return used;
+}
+
+static int digits(const char *p, int n) {
+    int value = 0;
+    for (int i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return -1;
+        value = value * 10 + (p[i] - '0');
+    }
+    return value;
+}
+
+/* Days from 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's days_from_civil). */
+static int64_t days_from_civil(int64_t y, int m, int d) {
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    int64_t yoe = y - era * 400;
+    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+/* A timestamp at p into *out (unix seconds, microseconds kept); the bytes read, 0 if none. */
+static size_t timestamp(const char *p, const char *end, double *out) {
+    static const int month_days[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (end - p < 19 || p[4] != '-' || p[7] != '-' || (p[10] != ' ' && p[10] != 'T')
+        || p[13] != ':' || p[16] != ':')
+        return 0;
+    int year = digits(p, 4), month = digits(p + 5, 2), day = digits(p + 8, 2);
+    int hour = digits(p + 11, 2), minute = digits(p + 14, 2), second = digits(p + 17, 2);
+    if (year < 0 || month < 1 || month > 12 || day < 1 || day > month_days[month - 1]
+        || (month == 2 && day == 29 && !(year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)))
+        || hour < 0 || hour > 23 || minute < 0 || minute > 59 || second < 0 || second > 59)
+        return 0;
+    size_t used = 19;
+    int64_t micros = 0;
+    if (p + used < end && (p[used] == '.' || p[used] == ',')) {
+        int n = 0;
+        const char *f = p + used + 1;
+        for (; f < end && *f >= '0' && *f <= '9'; f++, n++)
+            micros = micros * 10 + (*f - '0');
+        if (n == 0 || n > 6)
+            return 0;
+        for (; n < 6; n++)
+            micros *= 10;
+        used = (size_t)(f - p);
+    }
+    int64_t seconds = days_from_civil(year, month, day) * 86400 + hour * 3600 + minute * 60
+                      + second;
+    *out = (double)(seconds * 1000000 + micros) / 1e6;
+    return used;
+}
+
+static const char *find(const char *p, const char *end, const char *s, size_t n) {
+    while ((size_t)(end - p) >= n) {
+        const char *at = memchr(p, s[0], (size_t)(end - p) - n + 1);
+        if (!at)
+            return NULL;
+        if (memcmp(at, s, n) == 0)
+            return at;
+        p = at + 1;
+    }
+    return NULL;
+}
+
+static const char *find_last(const char *p, const char *end, const char *s, size_t n) {
+    if ((size_t)(end - p) < n)
+        return NULL;
+    for (const char *at = end - n;; at--) {
+        if (*at == s[0] && memcmp(at, s, n) == 0)
+            return at;
+        if (at == p)
+            return NULL;
+    }
+}
+
+/* Whether the line [p, end) matches the program; its numbers into out. */
+static int match(const char *p, const char *end, const unsigned char *op,
+                 const unsigned char *op_end, double *out) {
+    while (op < op_end) {
+        size_t n = 0;
+        const char *lit = NULL;
+        unsigned char code = *op++;
+        if (code == OP_LIT || code == OP_SKIPTO || code == OP_SKIPLAST) {
+            n = (size_t)op[0] | (size_t)op[1] << 8;
+            lit = (const char *)op + 2;
+            op += 2 + n;
+        }
+        switch (code) {
+        case OP_LIT:
+            if ((size_t)(end - p) < n || memcmp(p, lit, n) != 0)
+                return 0;
+            p += n;
+            break;
+        case OP_WS:
+            while (p < end && *p == ' ')
+                p++;
+            break;
+        case OP_NUM:
+            if (!(n = number(p, end, out++)))
+                return 0;
+            p += n;
+            break;
+        case OP_INT: {
+            const char *s = p + (p < end && *p == '-');
+            const char *first = s;
+            int64_t value = 0;
+            for (; s < end && *s >= '0' && *s <= '9' && s - first < 15; s++)
+                value = value * 10 + (*s - '0');
+            if (s == first || (s < end && *s >= '0' && *s <= '9'))
+                return 0;
+            *out++ = (double)(*p == '-' ? -value : value);
+            p = s;
+            break;
+        }
+        case OP_TS:
+            if (!(n = timestamp(p, end, out++)))
+                return 0;
+            p += n;
+            break;
+        case OP_SKIPTO:
+        case OP_SKIPLAST: {
+            const char *at = code == OP_SKIPTO ? find(p, end, lit, n) : find_last(p, end, lit, n);
+            if (!at)
+                return 0;
+            p = at + n;
+            break;
+        }
+        case OP_END:
+            while (p < end && *p == ' ')
+                p++;
+            if (p != end)
+                return 0;
+            break;
+        default:
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* A buffer's bytes for Py_BuildValue's y# (which makes None of a NULL pointer). */
+#define BYTES(b) ((b).data ? (b).data : ""), (Py_ssize_t)(b).len
+
+static PyObject *scan(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer data, program;
+    Py_ssize_t slots;
+    if (!PyArg_ParseTuple(args, "y*y*n", &data, &program, &slots))
+        return NULL;
+    Buffer matched = {0}, values = {0}, rest = {0}, rest_lines = {0};
+    int64_t lines = 0;
+    int failed = 0;
+    double *row = slots > 0 ? malloc((size_t)slots * sizeof(double)) : NULL;
+    if (slots < 0 || (slots > 0 && !row))
+        failed = 1;
+    Py_BEGIN_ALLOW_THREADS
+    const char *p = data.buf, *end = p + data.len;
+    const unsigned char *op = program.buf, *op_end = op + program.len;
+    while (!failed && p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *line_end = nl ? nl : end;
+        if (match(p, line_end, op, op_end, row)) {
+            failed = put(&matched, &lines, sizeof lines)
+                     || put(&values, row, (size_t)slots * sizeof(double));
+        } else {
+            failed = put(&rest, p, (size_t)(line_end - p)) || put(&rest, "\n", 1)
+                     || put(&rest_lines, &lines, sizeof lines);
+        }
+        lines++;
+        p = nl ? nl + 1 : end;
+    }
+    Py_END_ALLOW_THREADS
+    free(row);
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&program);
+    PyObject *result = NULL;
+    if (failed)
+        PyErr_NoMemory();
+    else
+        result = Py_BuildValue("Ly#y#y#y#", (long long)lines, BYTES(matched), BYTES(values),
+                               BYTES(rest), BYTES(rest_lines));
+    free(matched.data);
+    free(values.data);
+    free(rest.data);
+    free(rest_lines.data);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"scan", scan, METH_VARARGS,
+     "scan(data, program, slots) -> (lines, matched, values, rest, rest_lines)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan",
+                                    "Numbers out of the lines of a text log that share one "
+                                    "layout (see runcompare.sources._layout).",
+                                    -1, methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__scan(void) { return PyModule_Create(&module); }

@@ -1,0 +1,132 @@
+"""The native line scanner (sources/_scan.c, sources/_layout.py): what it reads equals what the
+polars parsers read, on the real text logs and on the benchmark's formats."""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from runcompare.sources import _layout, _lines, megatron
+
+from .conftest import DATA, ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import text_ingest
+
+MEGATRON = [DATA / "text" / "megatron_ramp", DATA / "text" / "megatron_restart"]
+
+
+def test_the_scanner_is_built():
+    assert _layout._scan is not None, (
+        "runcompare.sources._scan was not built: install a C compiler and the Python headers, "
+        "then reinstall runcompare")
+    assert _layout.NATIVE
+
+
+def _scan(data: bytes, program: list[_layout.Piece], slots: int):
+    count, matched, values, rest, rest_lines = _layout._scan.scan(
+        data, _layout._compile([*program, ("end", "")]), slots)
+    return (count, np.frombuffer(matched, np.int64).tolist(),
+            np.frombuffer(values, np.float64).reshape(-1, slots).tolist(), rest,
+            np.frombuffer(rest_lines, np.int64).tolist())
+
+
+def test_lines_are_counted_as_the_csv_reader_counts_them():
+    for data in [b"a\nb\n", b"a\nb", b"\n\n\n", b"x\r\ny\r\n", b"1\x1f2\n\n3", b"\xff\xfe\n1\n"]:
+        frame = pl.read_csv(data, **_lines._CSV)
+        count, matched, _, rest, rest_lines = _scan(data, [("num", "")], 1)
+        assert count == frame.height, data
+        assert sorted(matched + rest_lines) == list(range(count))
+        assert rest.count(b"\n") == len(rest_lines)
+
+
+def test_a_line_matches_only_when_the_program_reads_it_to_its_end():
+    program = [("lit", "step"), ("ws", " "), ("int", "1"), ("lit", ":"), ("ws", " "),
+               ("lit", "loss="), ("num", "2.5")]
+    data = b"step 7: loss=2.25\nstep 8: loss=2.25 extra\nstep  9:loss=-1e-3  \nstep 1.5: loss=1\n"
+    count, matched, values, rest, rest_lines = _scan(data, program, 2)
+    assert (count, matched, values) == (4, [0, 2], [[7, 2.25], [9, -0.001]])
+    assert rest == b"step 8: loss=2.25 extra\nstep 1.5: loss=1\n" and rest_lines == [1, 3]
+
+
+def test_skips_and_timestamps():
+    program = [("skipto", "| "), ("int", "3"), ("lit", "/"), ("int", "9"), ("skiplast", "\r"),
+               ("lit", "["), ("ts", ""), ("lit", "]")]
+    data = "30%|███ | 3/9 [00:01]\r 40%|████ | 4/9\r[2024-02-29 23:59:59.25]\n".encode()
+    _, matched, values, _, _ = _scan(data, program, 3)
+    assert matched == [0] and values == [[3, 9, 1709251199.25]]
+    for bad in [b"| 3/9\r[2024-02-30 00:00:00]\n", b"| 3/9\r[2023-02-29 00:00:00]\n",
+                b"| 3/9\r[2024-01-01 24:00:00]\n", b"| 3/9\r[2024-01-01 00:00:00.1234567]\n"]:
+        assert _scan(bad, program, 3)[1] == [], bad
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(allow_nan=False, allow_infinity=False, width=64),
+       st.sampled_from(["{!r}", "{:.6E}", "{:.4g}", "{:.3f}", "{:e}", "{:.17g}"]))
+def test_numbers_are_read_as_polars_casts_them(value, form):
+    text = form.format(value)  # up to 313 characters ("{:.3f}" of 1e308)
+    _, matched, values, _, _ = _scan(text.encode() + b"\n", [("num", "")], 1)
+    expected = pl.Series([text]).cast(pl.Float64, strict=False)[0]
+    assert matched == [0]
+    assert values[0][0] == expected or (math.isnan(expected) and math.isnan(values[0][0]))
+
+
+def test_timestamps_are_read_as_polars_reads_them():
+    stamps = ["1970-01-01 00:00:00", "2024-03-01 09:00:08", "1999-12-31T23:59:59,5",
+              "2100-02-28 12:00:00.000001", "1969-07-20 20:17:40"]
+    frame = pl.DataFrame({"t": stamps})
+    expected = frame.select(_lines.timestamp(pl.col("t"))).to_series().to_list()
+    got = [_scan(s.encode() + b"\n", [("ts", "")], 1)[2][0][0] for s in stamps]
+    assert got == expected
+
+
+def _both(read, path, monkeypatch, **kwargs):
+    """``read(path)`` with the scanner, and without it; also how many rows the scanner gave."""
+    scanned = []
+    real_scan = _layout.scan
+
+    def counting(data, layout):
+        out = real_scan(data, layout)
+        scanned.append(out[1].height)
+        return out
+
+    monkeypatch.setattr(_layout, "scan", counting)
+    native = read(path, **kwargs)
+    monkeypatch.setattr(_layout, "NATIVE", False)
+    pure = read(path, **kwargs)
+    monkeypatch.setattr(_layout, "NATIVE", True)
+    return native, pure, sum(scanned)
+
+
+def _same(native, pure):
+    assert native.scalars.equals(pure.scalars, null_equal=True)
+    assert native.facts == pure.facts and native.leg_starts == pure.leg_starts
+    assert [(f.code, f.message) for f in native.findings] == \
+        [(f.code, f.message) for f in pure.findings]
+
+
+@pytest.mark.parametrize("path", MEGATRON, ids=lambda p: p.name)
+@pytest.mark.parametrize("chunk", [None, 700])
+def test_megatron_logs_read_the_same_with_and_without_the_scanner(path, chunk, monkeypatch):
+    if chunk:
+        monkeypatch.setattr(_lines, "CHUNK_BYTES", chunk)
+    native, pure, scanned = _both(megatron.read, path, monkeypatch)
+    _same(native, pure)
+    lines = sum(1 for line in path.joinpath("train.log").open(errors="replace")
+                if " iteration " in line and "loss at" not in line)
+    assert scanned >= lines - 3  # all but the damaged train lines took the scanner
+
+
+def test_the_benchmark_megatron_log_reads_the_same(tmp_path, monkeypatch):
+    log = tmp_path / "megatron.log"
+    text_ingest.write_megatron(log, 3000)
+    monkeypatch.setattr(_lines, "CHUNK_BYTES", 64 << 10)
+    native, pure, scanned = _both(megatron.read, log, monkeypatch)
+    _same(native, pure)
+    assert scanned == 3000 and native.points == 30_000
