@@ -130,3 +130,15 @@ def test_the_benchmark_megatron_log_reads_the_same(tmp_path, monkeypatch):
     native, pure, scanned = _both(megatron.read, log, monkeypatch)
     _same(native, pure)
     assert scanned == 3000 and native.points == 30_000
+
+
+@pytest.mark.parametrize("ring", [0, 3])
+def test_chunks_cover_the_file_whatever_its_end(tmp_path, ring):
+    lines = [f"line {i} " + "x" * (i % 7) for i in range(200)]
+    for text in ("\n".join(lines), "\n".join(lines) + "\n", "y" * 5000 + "\n" + "z" * 10):
+        log = tmp_path / "log.txt"
+        log.write_text(text)
+        with log.open("rb") as handle:
+            chunks = [bytes(chunk) for chunk in _lines._chunks(handle, 300, ring=ring)]
+        assert b"".join(chunks) == text.encode()
+        assert all(chunk.endswith(b"\n") for chunk in chunks[:-1])

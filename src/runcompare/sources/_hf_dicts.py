@@ -1,6 +1,6 @@
 """The dicts the HF Trainer prints (``{'loss': '2.346', 'grad_norm': ..., 'epoch': ...}``), read in
-bulk: one row per dict (its offset on the line, kind, epoch and the bar after it) and one row
-per entry, for :mod:`hf_stdout`.
+bulk: one row per dict (its offset on the line, kind, epoch, and whether a progress bar came
+before it on its line) and one row per entry, for :mod:`hf_stdout`.
 
 The lines of a chunk whose one dict, at the end of the line, has the keys of the chunk's first
 such dict in the same order are split at ``, '`` with no regex (nearly all lines of a long
@@ -51,8 +51,8 @@ def _numbers(printed: pl.Series) -> pl.Series:
 
 
 def read_dicts(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """One row per dict on the lines in ``rows`` (its offset, kind, epoch and the bar after
-    it; unreadable ones marked ``bad``) and one row per entry of the readable ones.
+    """One row per dict on the lines in ``rows`` (its offset, kind, epoch and ``bar_before``
+    passed on from ``rows``; unreadable ones marked ``bad``) and one row per entry of the readable ones.
 
     Fast path: a line that ends with its only dict, whose entries are the keys of the chunk's
     first such dict in the same order, is split at ``, '`` with no regex
@@ -89,8 +89,7 @@ def _layout_dicts(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame] | Non
     if not keys or "{" + ", ".join(items) + "}" != sample:
         return None
     fields = pl.col("last").str.split_exact(", '", len(keys) - 1)
-    split = rows.select("line", "off", "glued", "edge", "next_bar",
-                        fields=fields).unnest("fields")
+    split = rows.select("line", "off", "bar_before", fields=fields).unnest("fields")
     checks, values = [], {}
     for index, key in enumerate(keys):
         prefix = ("{'" if index == 0 else "") + key + "': "
@@ -104,8 +103,7 @@ def _layout_dicts(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame] | Non
             (quotes == 2) & printed.str.starts_with("'") & printed.str.ends_with("'"))
         checks.append(field.str.starts_with(prefix) & whole)
         values[f"v{index}"] = printed
-    split = split.select("line", "off", "glued", "edge", "next_bar",
-                         ok=pl.all_horizontal(checks), **values)
+    split = split.select("line", "off", "bar_before", ok=pl.all_horizontal(checks), **values)
     split = split.filter("ok")
     split = split.with_columns(_numbers(split.get_column(c)).alias(c) for c in values)
     split = split.filter(pl.all_horizontal(pl.col(c).is_not_null() for c in values))
@@ -120,9 +118,7 @@ def _layout_dicts(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame] | Non
         "value": np.column_stack([split.get_column(c).to_numpy() for c in values]).ravel()})
     epoch = f"v{keys.index('epoch')}" if "epoch" in keys else None
     events = split.select(
-        "line", "off", "glued", "edge", snippet=pl.lit(None, pl.String), bad=pl.lit(False),
-        n=pl.col("next_bar").struct.field("n").cast(pl.Int64),
-        total=pl.col("next_bar").struct.field("total").cast(pl.Int64),
+        "line", "off", "bar_before", snippet=pl.lit(None, pl.String), bad=pl.lit(False),
         epoch=pl.col(epoch) if epoch else pl.lit(None, pl.Float64), kind=pl.lit(_kind(keys)))
     return events, pairs
 
@@ -148,10 +144,8 @@ def _dicts_by_regex(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     found = found.explode("dict").filter(pl.col("dict").is_not_null()).with_columns(
         off=pl.col("off") + pl.int_range(pl.len()).over("line"))
     good = found.select(
-        "line", "off", "glued", "edge", snippet=pl.col("dict").str.slice(0, 200),
-        items=pl.col("dict").str.extract_all(_ITEM), bad=pl.lit(False),
-        n=pl.col("next_bar").struct.field("n").cast(pl.Int64),
-        total=pl.col("next_bar").struct.field("total").cast(pl.Int64))
+        "line", "off", "bar_before", snippet=pl.col("dict").str.slice(0, 200),
+        items=pl.col("dict").str.extract_all(_ITEM), bad=pl.lit(False))
     dicts = pl.concat([good, bad], how="diagonal_relaxed")
     pairs, kinds = _pairs(dicts)
     dicts = dicts.drop("items").join(kinds, on=["line", "off"], how="left").with_columns(

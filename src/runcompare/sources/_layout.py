@@ -34,17 +34,22 @@ try:
 except ImportError:  # built without a C compiler: the polars parsers read every line
     _scan = None
 
-__all__ = ["NATIVE", "Layout", "Piece", "checked", "pieces", "sample", "scan"]
+__all__ = ["NATIVE", "SLOTS", "Layout", "Piece", "checked", "pieces", "sample", "scan"]
 
 #: Whether the native scanner is used (built, and not turned off with ``RUNCOMPARE_PURE=1``).
 NATIVE = _scan is not None and os.environ.get("RUNCOMPARE_PURE", "") in ("", "0")
 
 #: (kind, text): ``lit`` text, ``ws`` (any run of spaces, none included), ``num``/``int`` (a
 #: number: a slot), ``ts`` (``YYYY-MM-DD HH:MM:SS[.f]``: a slot), ``skipto``/``skiplast``
-#: (everything up to the first/last ``text``), ``end`` (trailing spaces, the end of the line).
+#: (everything up to the first/last ``text``), ``upto`` (everything before the first ``text``),
+#: ``end`` (trailing spaces, the end of the line),
+#: ``pos`` (a slot: the byte offset reached in the line), ``not`` (``text`` is nowhere in the
+#: rest of the line).
 Piece = tuple[str, str]
-_OPS = {"lit": 1, "ws": 2, "num": 3, "ts": 4, "skipto": 5, "skiplast": 6, "end": 7, "int": 8}
-_SLOTS = ("num", "int", "ts")
+_OPS = {"lit": 1, "ws": 2, "num": 3, "ts": 4, "skipto": 5, "skiplast": 6, "end": 7, "int": 8,
+        "pos": 9, "not": 10, "upto": 11}
+#: The kinds of piece that give a number.
+SLOTS = ("num", "int", "ts", "pos")
 _TOKEN = re.compile(r"(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,6})?(?!\d))"
                     r"|(?P<num>(?<![\w.-])-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)|(?P<ws> +)")
 
@@ -75,7 +80,7 @@ def pieces(text: str) -> list[Piece]:
     merged: list[Piece] = []
     for index, (kind, part) in enumerate(out):
         near = [out[i][0] for i in (index - 1, index + 1) if 0 <= i < len(out)]
-        if kind == "ws" and not set(near) & set(_SLOTS) and 0 < index < len(out) - 1:
+        if kind == "ws" and not set(near) & set(SLOTS) and 0 < index < len(out) - 1:
             kind = "lit"  # spaces between words
         if kind == "lit" and merged and merged[-1][0] == "lit":
             merged[-1] = ("lit", merged[-1][1] + part)
@@ -104,7 +109,7 @@ def _compile(program: Sequence[Piece]) -> bytes:
     out = bytearray()
     for kind, text in program:
         out.append(_OPS[kind])
-        if kind in ("lit", "skipto", "skiplast"):
+        if kind in ("lit", "skipto", "skiplast", "upto", "not"):
             data = text.encode()
             if not 0 < len(data) < 1 << 16:
                 raise ValueError(f"a {kind} piece of {len(data)} bytes")
@@ -149,7 +154,7 @@ def checked(sample: str, program: Sequence[Piece], columns: Sequence[str | None]
     if not NATIVE:
         return None
     program = [*program, ("end", "")]
-    if sum(kind in _SLOTS for kind, _ in program) != len(columns):
+    if sum(kind in SLOTS for kind, _ in program) != len(columns):
         return None
     key = (_compile(program), tuple(columns), parse)
     if key in _CHECKED:
@@ -169,11 +174,21 @@ def checked(sample: str, program: Sequence[Piece], columns: Sequence[str | None]
     return layout
 
 
+#: Bytes at the start of a chunk that a sample line is looked for in.
+SAMPLE_BYTES = 1 << 20
+
+
 def sample(data: bytes, needle: bytes, accept: Callable[[str], bool], *,
            tries: int = 64) -> str | None:
-    """The first line of ``data`` that holds ``needle`` and that ``accept`` takes (of the first
-    ``tries`` such lines), decoded; a line that is not UTF-8, holds a ``\\x1f`` (the CSV
-    reader cuts a line there) or ends in ``\\r`` is never a sample."""
+    """The first line of ``data`` (its first :data:`SAMPLE_BYTES`, any bytes-like object)
+    that holds ``needle`` and that ``accept`` takes (of the first ``tries`` such lines),
+    decoded; a line that is not UTF-8, holds a ``\\x1f`` (the CSV reader cuts a line there)
+    or ends in ``\\r`` is never a sample."""
+    if len(data) > SAMPLE_BYTES:
+        data = bytes(data[:SAMPLE_BYTES])
+        data = data[:data.rfind(b"\n") + 1]
+    elif not isinstance(data, bytes):
+        data = bytes(data)
     at = data.find(needle)
     for _ in range(tries):
         if at < 0:

@@ -156,15 +156,16 @@ def _is_wandb_file(path: Path) -> bool:
 def read_lines(path: Path, parse: Callable[[pl.DataFrame], Parsed], *,
                chunk_bytes: int | None = None, workers: int | None = None,
                layout: Callable[[bytes], Layout | None] | None = None,
-               table: str = "rows") -> Lines:
+               merge: Merge | None = None) -> Lines:
     """``parse`` applied to every chunk of ``path``'s lines, the results in file order
     (concatenated per name when ``parse`` returns frames by name).
 
     Each chunk reaches ``parse`` as a frame of ``line`` (Int64, 1-based) and ``text`` (String;
     null for an empty line). With ``layout`` (the source's :class:`~._layout.Layout` of the
     lines of a chunk's bytes like its sample line, or None), the lines it matches are read by
-    the native scanner into the ``table`` frame, up to :data:`MAX_LAYOUTS` layouts per chunk,
-    and ``parse`` gets the other lines only. Raises :class:`InputError` for an unreadable or
+    the native scanner, up to :data:`MAX_LAYOUTS` layouts per chunk, ``parse`` gets the other
+    lines only, and ``merge`` puts the scanner's rows (a frame per layout) into what ``parse``
+    gave (:func:`into` one frame of it, or the source's own). Raises :class:`InputError` for an unreadable or
     empty file.
     """
     try:
@@ -172,8 +173,12 @@ def read_lines(path: Path, parse: Callable[[pl.DataFrame], Parsed], *,
             raise InputError(f"{path}: empty file; nothing was logged to it yet (point "
                              "runcompare at the log of a run that has started)")
         with path.open("rb") as handle:
-            return _parse_chunks(_chunks(handle, chunk_bytes or CHUNK_BYTES),
-                                 partial(_read_chunk, parse=parse, layout=layout, table=table),
+            # the scanner reads a chunk where it lies: chunks are read into a few buffers in
+            # turn (no fresh memory, page by page, for each chunk of a long log)
+            ring = (workers or WORKERS) + 2 if layout and _layout.NATIVE else 0
+            return _parse_chunks(_chunks(handle, chunk_bytes or CHUNK_BYTES, ring=ring),
+                                 partial(_read_chunk, parse=parse, layout=layout,
+                                         merge=merge or into("rows")),
                                  workers or WORKERS)
     except OSError as exc:
         raise InputError(f"{path}: cannot be read ({exc.strerror})") from exc
@@ -181,11 +186,24 @@ def read_lines(path: Path, parse: Callable[[pl.DataFrame], Parsed], *,
         raise InputError(f"{path}: cannot be parsed as text ({exc})") from exc
 
 
-def _chunks(handle: io.BufferedReader, size: int) -> Iterator[bytes]:
+def _chunks(handle: io.BufferedReader, size: int, *, ring: int = 0) -> Iterator[bytes]:
     """Bytes of whole lines covering the file: the k-th chunk ends at the last newline before
     byte (k + 1) × ``size`` (a line longer than ``size`` makes a longer chunk). The newline
     is looked for in a small read at the end of that span first, so that each byte of the
-    file is copied once, into the chunk."""
+    file is copied once, into the chunk. With ``ring``, a chunk is a memoryview of the k-th
+    of ``ring`` buffers in turn (k modulo ``ring``): the caller is done with a chunk before
+    it takes the ``ring - 1``-th chunk after it."""
+    buffers = [bytearray(size) for _ in range(ring)]
+    taken = 0
+
+    def read(count: int) -> bytes:
+        nonlocal taken
+        if not buffers or count > size:
+            return handle.read(count)
+        view = memoryview(buffers[taken % ring])[:count]
+        taken += 1
+        return view[:handle.readinto(view)]  # type: ignore[return-value]
+
     start = block = 0
     while True:
         block += size
@@ -200,14 +218,31 @@ def _chunks(handle: io.BufferedReader, size: int) -> Iterator[bytes]:
             found = span.rfind(b"\n")
         if found >= 0:
             handle.seek(start)
-            yield handle.read(low + found + 1 - start)
+            yield read(low + found + 1 - start)
             start = low + found + 1
         elif len(span) < block - low:  # the end of the file, after a last line without newline
+            end = handle.seek(0, io.SEEK_END)
             handle.seek(start)
-            rest = handle.read()
+            rest = read(end - start)
             if rest:
                 yield rest
             return
+
+
+#: Puts the scanner's rows (a frame per layout) into what ``parse`` gave for the other lines.
+Merge = Callable[[Parsed, list[pl.DataFrame]], Parsed]
+
+
+def into(name: str) -> Merge:
+    """The :data:`Merge` that adds the scanner's rows to the frame ``name`` of ``parse``'s result
+    (``"rows"``: its one frame), in line order."""
+    def merge(parsed: Parsed, scanned: list[pl.DataFrame]) -> Parsed:
+        tables = dict(parsed) if isinstance(parsed, dict) else {"rows": parsed}
+        parts = [tables[name], *scanned] if tables[name].height else scanned
+        joined = pl.concat(parts, how="diagonal_relaxed")
+        tables[name] = joined.sort("line") if len(parts) > 1 else joined
+        return tables if isinstance(parsed, dict) else tables["rows"]
+    return merge
 
 
 #: What a chunk gives: its line count, what was parsed (line numbers counted from the chunk's
@@ -216,7 +251,7 @@ _Chunk = tuple[int, Parsed, pl.DataFrame]
 
 
 def _read_chunk(data: bytes, *, parse: Callable[[pl.DataFrame], Parsed],
-                layout: Callable[[bytes], Layout | None] | None, table: str) -> _Chunk:
+                layout: Callable[[bytes], Layout | None] | None, merge: Merge) -> _Chunk:
     """One chunk: the lines of its layouts scanned natively, the rest split into a frame of
     lines by polars' CSV reader and parsed by ``parse``."""
     scanned: list[pl.DataFrame] = []
@@ -235,17 +270,12 @@ def _read_chunk(data: bytes, *, parse: Callable[[pl.DataFrame], Parsed],
         index = rest
         if not data:
             break
-    frame = pl.read_csv(data, **_CSV) if data else pl.DataFrame(schema={"text": pl.String})  # type: ignore[call-overload]
+    frame = pl.read_csv(bytes(data), **_CSV) if data else pl.DataFrame(schema={"text": pl.String})  # type: ignore[call-overload]
     line = pl.Series("line", index + 1 if index is not None else np.arange(1, frame.height + 1))
     frame = frame.select(line, "text")
     garbled = frame.filter(pl.col("text").str.contains("\ufffd", literal=True))
     parsed = parse(frame) if frame.height else _empty(parse)
-    if scanned:
-        tables = dict(parsed) if isinstance(parsed, dict) else {"rows": parsed}
-        parts = [tables[table], *scanned] if tables[table].height else scanned
-        joined = pl.concat(parts, how="diagonal_relaxed")
-        tables[table] = joined.sort("line") if len(parts) > 1 else joined
-        parsed = tables if isinstance(parsed, dict) else tables["rows"]
+    parsed = merge(parsed, scanned) if scanned else parsed
     return (frame.height if count is None else count, parsed,
             garbled.select("line").head(1).with_columns(n=garbled.height))
 

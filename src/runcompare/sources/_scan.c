@@ -4,7 +4,7 @@
  * scan(data, program, slots) walks the lines of `data` (any bytes-like object) once. A line
  * matches `program` when the program's operations consume it from its first byte to its
  * end; a matching line yields `slots` numbers, an other line is copied, whole, into `rest`.
- * The operations (one byte each, a literal after LIT/SKIPTO/SKIPLAST as 2-byte little-endian
+ * The operations (one byte each, a literal after LIT/SKIPTO/SKIPLAST/UPTO/NOT as 2-byte little-endian
  * length + bytes):
  *
  *   LIT s      the bytes s
@@ -14,7 +14,10 @@
  *   TS         YYYY-MM-DD[ T]HH:MM:SS([.,][0-9]{1,6})? -> a slot (unix seconds, read as UTC)
  *   SKIPTO s   everything up to and including the first s
  *   SKIPLAST s everything up to and including the last s of the line
+ *   UPTO s     everything before the first s
  *   END        trailing spaces, then the line's end
+ *   POS        nothing                                 -> a slot (the byte offset in the line)
+ *   NOT s      nothing, where s does not occur in the rest of the line
  *
  * Returns (lines, matched, values, rest, rest_lines): the number of lines in `data` (a last
  * line without newline counts), the 0-based indexes of the matching lines (int64), their
@@ -27,7 +30,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { OP_LIT = 1, OP_WS, OP_NUM, OP_TS, OP_SKIPTO, OP_SKIPLAST, OP_END, OP_INT };
+enum { OP_LIT = 1, OP_WS, OP_NUM, OP_TS, OP_SKIPTO, OP_SKIPLAST, OP_END, OP_INT, OP_POS,
+       OP_NOT, OP_UPTO };
 
 typedef struct {
     char *data;
@@ -174,16 +178,78 @@ static size_t timestamp(const char *p, const char *end, double *out) {
     return used;
 }
 
-static const char *find(const char *p, const char *end, const char *s, size_t n) {
-    while ((size_t)(end - p) >= n) {
-        const char *at = memchr(p, s[0], (size_t)(end - p) - n + 1);
+/* How common a byte is in a log line (tqdm bars: spaces, digits, | / % and block characters);
+ * a search anchors on the needle's two rarest bytes. */
+static int commonness(unsigned char c) {
+    if (c == ' ')
+        return 4;
+    if ((c >= '0' && c <= '9') || c == '|' || c == '/' || c == '%' || c == '.' || c >= 0x80)
+        return 3;
+    return c >= 'a' && c <= 'z' ? 2 : 1;
+}
+
+/* The first s in [p, end), looked for by memchr on s's rarest byte at i. */
+static const char *find_rare(const char *p, const char *end, const char *s, size_t n, size_t i) {
+    for (const char *from = p + i; (size_t)(end - from) >= n - i;) {
+        const char *at = memchr(from, s[i], (size_t)(end - from) - (n - i) + 1);
         if (!at)
             return NULL;
-        if (memcmp(at, s, n) == 0)
-            return at;
-        p = at + 1;
+        if (memcmp(at - i, s, n) == 0)
+            return at - i;
+        from = at + 1;
     }
     return NULL;
+}
+
+#if defined(__GNUC__)
+/* 16 bytes at a time (SSE2, NEON: GCC's and clang's vector extension): the places where two
+ * bytes of the needle both match, then a full compare there only (after W. Mula's
+ * "SIMD-friendly algorithm" for substring search). For a needle of common bytes only, whose
+ * rarest byte memchr would stop at again and again. */
+typedef unsigned char Bytes16 __attribute__((vector_size(16)));
+
+static const char *find_common(const char *p, const char *end, const char *s, size_t n,
+                               size_t i, size_t j) {
+    const char *limit = end - n + 1; /* one past the last place s can start */
+    const Bytes16 at_i = (Bytes16){0} + (unsigned char)s[i];
+    const Bytes16 at_j = (Bytes16){0} + (unsigned char)s[j];
+    for (; limit - p >= 16; p += 16) {
+        Bytes16 a, b, hit;
+        uint64_t halves[2];
+        memcpy(&a, p + i, 16);
+        memcpy(&b, p + j, 16);
+        hit = (Bytes16)((a == at_i) & (b == at_j));
+        memcpy(halves, &hit, 16);
+        if (halves[0] | halves[1])
+            for (int k = 0; k < 16; k++)
+                if (hit[k] && memcmp(p + k, s, n) == 0)
+                    return p + k;
+    }
+    for (; p < limit; p++)
+        if (p[i] == s[i] && memcmp(p, s, n) == 0)
+            return p;
+    return NULL;
+}
+#endif
+
+static const char *find(const char *p, const char *end, const char *s, size_t n) {
+    if ((size_t)(end - p) < n)
+        return NULL;
+    size_t i = 0, j = n - 1;
+    for (size_t k = 1; k < n; k++)
+        if (commonness((unsigned char)s[k]) < commonness((unsigned char)s[i]))
+            i = k;
+#if defined(__GNUC__)
+    if (n > 1 && commonness((unsigned char)s[i]) >= 3) {
+        for (size_t k = 0; k < n; k++)
+            if (k != i && (j == i || commonness((unsigned char)s[k])
+                                         < commonness((unsigned char)s[j])))
+                j = k;
+        return find_common(p, end, s, n, i, j);
+    }
+#endif
+    (void)j;
+    return find_rare(p, end, s, n, i);
 }
 
 static const char *find_last(const char *p, const char *end, const char *s, size_t n) {
@@ -200,11 +266,13 @@ static const char *find_last(const char *p, const char *end, const char *s, size
 /* Whether the line [p, end) matches the program; its numbers into out. */
 static int match(const char *p, const char *end, const unsigned char *op,
                  const unsigned char *op_end, double *out) {
+    const char *start = p;
     while (op < op_end) {
         size_t n = 0;
         const char *lit = NULL;
         unsigned char code = *op++;
-        if (code == OP_LIT || code == OP_SKIPTO || code == OP_SKIPLAST) {
+        if (code == OP_LIT || code == OP_SKIPTO || code == OP_SKIPLAST || code == OP_UPTO
+            || code == OP_NOT) {
             n = (size_t)op[0] | (size_t)op[1] << 8;
             lit = (const char *)op + 2;
             op += 2 + n;
@@ -242,13 +310,21 @@ static int match(const char *p, const char *end, const unsigned char *op,
             p += n;
             break;
         case OP_SKIPTO:
-        case OP_SKIPLAST: {
-            const char *at = code == OP_SKIPTO ? find(p, end, lit, n) : find_last(p, end, lit, n);
+        case OP_SKIPLAST:
+        case OP_UPTO: {
+            const char *at = code == OP_SKIPLAST ? find_last(p, end, lit, n) : find(p, end, lit, n);
             if (!at)
                 return 0;
-            p = at + n;
+            p = code == OP_UPTO ? at : at + n;
             break;
         }
+        case OP_POS:
+            *out++ = (double)(p - start);
+            break;
+        case OP_NOT:
+            if (find(p, end, lit, n))
+                return 0;
+            break;
         case OP_END:
             while (p < end && *p == ' ')
                 p++;

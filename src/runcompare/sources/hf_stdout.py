@@ -37,6 +37,7 @@ only when no global batch is printed (5.x rounds them to 4 digits).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -45,9 +46,10 @@ import numpy as np
 import polars as pl
 
 from ..errors import InputError, MissingInfoError
-from ..model import Fact, Finding, RawLog
-from . import _lines
-from ._hf_dicts import DICT_KEYS, read_dicts
+from ..model import RAW_SCHEMA, Fact, Finding, RawLog
+from . import _layout, _lines
+from ._hf_dicts import _ITEM, DICT_KEYS, read_dicts
+from ._layout import Layout, Piece
 from .hf_trainer import canonical_name
 
 __all__ = ["claims", "files", "read"]
@@ -87,43 +89,46 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
     logs = _lines.logs_at(path, claims, missing="no HF Trainer stdout found (a .log/.out/.txt "
                           "file with the Trainer's dicts such as {'loss': ...} or its '***** "
                           "Running training *****' block)")
-    events, pairs, findings = [], [], []
+    events, pairs, values, marks, findings = [], [], [], [], []
     for index, file in enumerate(logs):
-        lines = _lines.read_lines(file, _parse)
+        lines = _lines.read_lines(file, _parse, layout=_dict_layout, merge=_merge)
         offset = pl.col("line") + (index << 40)
         events.append(lines.tables["events"].with_columns(pos=offset))
         pairs.append(lines.tables["pairs"].with_columns(pos=offset).drop("line"))
+        values.append(lines.tables.get("values", _NO_VALUES).with_columns(pos=offset)
+                      .drop("line"))
+        marks.append(lines.tables["marks"].with_columns(pos=offset).drop("line"))
         findings += lines.findings(file)
-    return _assemble(path, logs, pl.concat(events, how="diagonal_relaxed"), pl.concat(pairs),
-                     findings, dict(hints or {}))
+    # each chunk's events are in (line, off) order, and chunks and files come in order
+    events = pl.concat(events, how="diagonal_relaxed")
+    return _assemble(path, logs, _with_bars(events, pl.concat(marks)), pl.concat(pairs),
+                     pl.concat(values, how="diagonal_relaxed"), findings, dict(hints or {}))
 
 
 def _parse(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
-    """Per chunk, one row per event in it (a dict with its kind, epoch and the bar at the start
-    of the next line; the first line's first bar; a bar restarting at 0; INFO, launch and
-    resume lines) and one row per dict entry (``key``, ``value``). Lines of nothing but bar
-    redraws, most of a long log, are only scanned for literals."""
+    """Per chunk: one row per event (a dict with its kind and epoch; INFO, launch and resume
+    lines; a bar restarting at 0), one row per dict entry (``key``, ``value``), and one mark
+    per line holding a dict or a progress bar (``has_dict``, the count ``n`` and ``total`` of
+    its first bar). Lines of nothing but bar redraws, most of a long log, are only scanned for
+    literals and their first bar."""
     text = pl.col("text")
     has_dict = text.str.contains("{'", literal=True)
-    first = pl.int_range(pl.len()) == 0
     before = text.str.split_exact("{'", 0).struct.field("field_0")
-    bar_before = before.str.contains("it/s", literal=True) | before.str.contains("s/it",
-                                                                                  literal=True)
     # each regex of the other events holds a literal: only lines holding it are searched
     hints = {"reset": text.str.contains("| 0/", literal=True),
              "info": text.str.contains(" = ", literal=True),
              "launch": text.str.contains(LAUNCH, literal=True),
              "resume": text.str.contains("global step", literal=True)}
     frame = frame.with_columns(
-        next_bar=before.shift(-1).str.extract_groups(_BAR),
-        glued=has_dict & has_dict.shift(1).fill_null(False) & ~bar_before,
-        edge=pl.int_range(pl.len()) == pl.len() - 1, has_dict=has_dict,
+        bar=before.str.extract_groups(_BAR), has_dict=has_dict,
+        bar_before=before.str.contains("it/s", literal=True)
+        | before.str.contains("s/it", literal=True),
         other=pl.any_horizontal(*hints.values()))
-    rows = frame.filter(pl.col("has_dict") | first | pl.col("other"))
+    marks = frame.select("line", "has_dict", n=pl.col("bar").struct.field("n").cast(pl.Int64),
+                         total=pl.col("bar").struct.field("total").cast(pl.Int64))
+    marks = marks.filter(pl.col("has_dict") | pl.col("n").is_not_null())
+    rows = frame.filter(pl.col("has_dict") | pl.col("other"))
     dicts, pairs = read_dicts(rows.filter("has_dict"))
-    head = rows.filter(first).select(
-        "line", off=pl.lit(-3, pl.Int64), ev=pl.lit("head"),
-        bar=text.str.split("{'").list.first().str.extract_groups(_BAR))
     reset = text.str.extract(r"\| 0/(\d+) \[", 1).cast(pl.Int64)
     others = rows.filter("other").select(
         "line", off=pl.lit(-2, pl.Int64), reset=reset,
@@ -132,15 +137,104 @@ def _parse(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
     others = others.filter(pl.col("reset").is_not_null() | pl.col("launch")
                            | pl.col("label").is_not_null() | pl.col("resume").is_not_null())
     events = pl.concat([dicts.with_columns(ev=pl.lit("dict")),
-                        head.unnest("bar").filter(pl.col("n").is_not_null())
-                        .cast({"n": pl.Int64, "total": pl.Int64}),
                         others.with_columns(ev=pl.lit("other"))], how="diagonal_relaxed")
-    return {"events": events, "pairs": pairs}
+    return {"events": events.sort("line", "off"), "pairs": pairs, "marks": marks}
+
+
+#: Lines the scanner leaves to ``_parse``: those holding the literal of another event.
+_GUARDS = ("| 0/", " = ", LAUNCH, "global step")
+#: Prefix of the value columns of the scanner's dict rows.
+_VALUE = "v:"
+#: The scanner's dict values of a log it read none of.
+_NO_VALUES = pl.DataFrame(schema={"line": pl.Int64, "off": pl.Int64})
+
+
+def _dict_layout(data: bytes) -> Layout | None:
+    """The layout of the chunk's first line of progress bars ending in one Trainer dict: the
+    first bar's count and total, the dict's offset on the line and its values (one column
+    per key, in the printed order); the bar redraws between them are skipped."""
+    def accept(line: str) -> bool:
+        return line.count("{'") == 1 and line.rstrip().endswith("}")
+
+    sample = _layout.sample(data, b"{'", accept)
+    if sample is None:
+        return None
+    before, entries = sample.split("{'", 1)
+    bar = re.search(r"(\d+)/(\d+) \[", before)
+    opening = before.find("|", 0, bar.start()) if bar else -1
+    if bar is None or opening < 0 or not before[:bar.start()].endswith("| ") \
+            or before.find("| ", opening + 1) != bar.start() - 2:
+        return None
+    keys = [item.split("': ", 1)[0][1:] for item in re.findall(_ITEM, "{'" + entries)]
+    head, values = _layout.pieces(before[:opening + 1]), _layout.pieces("{'" + entries)
+    if not keys or [kind for kind, _ in values if kind in _layout.SLOTS] != ["num"] * len(keys):
+        return None  # a value that is not a number, or a number in a key
+    program: list[Piece] = [("not", guard) for guard in _GUARDS]
+    program += [*head, ("skipto", "| "), ("int", bar[1]), ("lit", "/"), ("int", bar[2]),
+                ("lit", " ["), ("skipto", "it/s"), ("upto", "{'"), ("pos", ""), *values]
+    columns = [None] * sum(kind in _layout.SLOTS for kind, _ in head) \
+        + ["n", "total", "off"] + [_VALUE + key for key in keys]
+    return _layout.checked(sample, program, columns, _wide)
+
+
+def _wide(frame: pl.DataFrame) -> pl.DataFrame:
+    """What ``_parse`` reads of a line with one dict, as one row of the scanner's columns
+    (no row when the line holds no readable dict, or several)."""
+    tables = _parse(frame)
+    dicts = tables["events"].filter(ev="dict")
+    if dicts.height != 1 or tables["events"].height != 1 or dicts.get_column("bad")[0]:
+        return frame.clear()
+    values = tables["pairs"].select(key=_VALUE + pl.col("key"), value="value")
+    return pl.concat([
+        dicts.select("line", "off", "bar_before", "snippet", "bad", "kind"),
+        tables["marks"].select("n", "total"),
+        pl.DataFrame({key: [value] for key, value in values.iter_rows()})], how="horizontal")
+
+
+def _merge(parsed: _lines.Parsed, scanned: list[pl.DataFrame]) -> _lines.Parsed:
+    """The scanner's dict rows (a frame per layout) into the events and marks of the other
+    lines, in line order; their values stay one column per key (``values``: ``line``, ``off``
+    and ``v:<key>`` columns), the other lines' in ``pairs``."""
+    assert isinstance(parsed, dict)
+    events, marks, values = [parsed["events"]], [parsed["marks"]], []
+    for rows in scanned:
+        keys = [c for c in rows.columns if c.startswith(_VALUE)]
+        epoch = pl.col(_VALUE + "epoch") if _VALUE + "epoch" in keys else pl.lit(None, pl.Float64)
+        events.append(rows.select("line", "off", "bar_before", "snippet", "bad", epoch=epoch,
+                                  kind="kind", ev=pl.lit("dict")))
+        marks.append(rows.select("line", has_dict=pl.lit(True), n="n", total="total"))
+        values.append(rows.select("line", "off", *keys))
+    ordered = len(scanned) > 1 or parsed["marks"].height > 0
+    return {"events": pl.concat(events, how="diagonal_relaxed").sort("line", "off"),
+            "pairs": parsed["pairs"],
+            "values": pl.concat(values, how="diagonal_relaxed").sort("line")
+            if ordered else values[0],
+            "marks": pl.concat(marks).sort("line") if ordered else marks[-1]}
+
+
+def _with_bars(events: pl.DataFrame, marks: pl.DataFrame) -> pl.DataFrame:
+    """``events`` (in pos order) with the count and total of the bar that tqdm redrew first on
+    the line after each dict, and ``glued``: a dict with no bar before it on its line right
+    after a line with a dict (stdout came in blocks)."""
+    pos, at = marks.get_column("pos").to_numpy(), events.get_column("pos").to_numpy()
+
+    def on_line(target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        index = np.minimum(np.searchsorted(pos, target), max(len(pos) - 1, 0))
+        return index, (pos[index] == target) if len(pos) else np.zeros(len(target), bool)
+
+    after, found = on_line(at + 1)
+    previous, dict_before = on_line(at - 1)
+    dict_before &= marks.get_column("has_dict").to_numpy()[previous] if len(pos) else False
+    bars = marks.select("n", "total")[after].with_columns(
+        pl.when(pl.Series(found)).then(pl.col(c)).alias(c) for c in ("n", "total"))
+    is_dict = pl.col("ev") == "dict"
+    return pl.concat([events, bars], how="horizontal").with_columns(
+        n=pl.when(is_dict).then("n"), total=pl.when(is_dict).then("total"),
+        glued=is_dict & pl.lit(pl.Series(dict_before)) & ~pl.col("bar_before").fill_null(True))
 
 
 def _assemble(path: Path, logs: list[Path], events: pl.DataFrame, pairs: pl.DataFrame,
-              findings: list[Finding], hints: dict[str, Any]) -> RawLog:
-    events = events.sort("pos", "off")
+              values: pl.DataFrame, findings: list[Finding], hints: dict[str, Any]) -> RawLog:
     bad = events.filter(pl.col("bad").fill_null(False)).select("line", text="snippet")
     dicts = events.filter(pl.col("ev").eq("dict") & ~pl.col("bad"))
     if dicts.is_empty():
@@ -152,19 +246,39 @@ def _assemble(path: Path, logs: list[Path], events: pl.DataFrame, pairs: pl.Data
     steps, step_findings = _steps(events, info, hints, logs[0])
     findings += step_findings
     findings += _epoch_check(steps, info, logs[0])
-    names = _names(pairs)
-    scalars = _points(pairs, steps, names)
+    names = _names(pairs, values)
+    scalars = pl.concat([_points(pairs, steps, names), _value_points(values, steps, names)])
     finding = _lines.unparsed_finding(logs[0] if len(logs) == 1 else path, bad,
                                       "Trainer log dicts")
     findings += [finding] if finding else []
     aliases = {name: key for key, name in names.items()}
     return RawLog(source="hf-stdout", path=path, scalars=scalars, step_unit="optimizer",
-                  facts=_facts(info, steps, pairs, logs), findings=findings, files=logs,
+                  facts=_facts(info, steps, pairs, values, logs), findings=findings, files=logs,
                   aliases=aliases, leg_starts=_leg_starts(events))
 
 
-def _names(pairs: pl.DataFrame) -> dict[str, str]:
-    return {k: canonical_name(k) for k in pairs.get_column("key").unique().drop_nulls()}
+def _names(pairs: pl.DataFrame, values: pl.DataFrame) -> dict[str, str]:
+    keys = set(pairs.get_column("key").unique().drop_nulls())
+    keys |= {c[len(_VALUE):] for c in values.columns if c.startswith(_VALUE)}
+    return {k: canonical_name(k) for k in sorted(keys)}
+
+
+def _value_points(values: pl.DataFrame, steps: pl.DataFrame,
+                  names: dict[str, str]) -> pl.DataFrame:
+    """:data:`RAW_SCHEMA` rows of the scanner's dicts that have a step: one line holds one
+    such dict, so a sorted search on the line finds its step (both frames in pos order)."""
+    keys = [c for c in values.columns if c.startswith(_VALUE)]
+    if not keys or steps.is_empty():
+        return pl.DataFrame(schema=RAW_SCHEMA)
+    pos, at = steps.get_column("pos").to_numpy(), values.get_column("pos").to_numpy()
+    index = np.minimum(np.searchsorted(pos, at), len(pos) - 1)
+    found = (pos[index] == at) & (steps.get_column("off").to_numpy()[index]
+                                  == values.get_column("off").to_numpy())
+    kept = values.filter(pl.Series(found)) if not found.all() else values
+    frame = kept.with_columns(step=steps.get_column("step").gather(index[found]),
+                              leg=steps.get_column("leg").gather(index[found]),
+                              wall_time=pl.lit(None, pl.Float64))
+    return _lines.to_raw(frame, {key: names[key[len(_VALUE):]] for key in keys})
 
 
 def _points(pairs: pl.DataFrame, steps: pl.DataFrame, names: dict[str, str]) -> pl.DataFrame:
@@ -241,13 +355,6 @@ def _steps(events: pl.DataFrame, info: dict[str, Any], hints: dict[str, Any],
            file: Path) -> tuple[pl.DataFrame, list[Finding]]:
     """pos, off, leg, kind, epoch and step of every dict that gets a step (module docstring)."""
     findings: list[Finding] = []
-    head = events.select(head_n=pl.col("n").shift(-1), head_total=pl.col("total").shift(-1),
-                         is_head=pl.col("ev").shift(-1).eq("head"))
-    events = pl.concat([events, head], how="horizontal").with_columns(
-        n=pl.when(pl.col("edge").fill_null(False) & pl.col("is_head")).then("head_n")
-        .otherwise("n"),
-        total=pl.when(pl.col("edge").fill_null(False) & pl.col("is_head")).then("head_total")
-        .otherwise("total"))
     per = events.filter(ev="dict")
     total, divisor = _bar_total(per, info, findings, file)
     per = per.with_columns(bar_step=pl.when(pl.col("total") == (total or -1))
@@ -266,7 +373,7 @@ def _steps(events: pl.DataFrame, info: dict[str, Any], hints: dict[str, Any],
     per = _counted(per, _logging_steps(per, info, hints, findings, file), hints, findings, file)
     per = _fill_gaps(per, findings, file)
     known = pl.when(pl.col("kind").is_in(["train", "eval"])).then("step")
-    per = per.with_columns(last=known.forward_fill().over("leg"))
+    per = per.with_columns(last=_in_leg(known.forward_fill(), per))
     at_end = pl.coalesce(pl.lit(info.get("max_steps"), pl.Int64), "last")
     per = per.with_columns(step=pl.when(pl.col("step").is_null() & (pl.col("kind") == "summary"))
                            .then(at_end).otherwise(pl.coalesce("step", "last")))
@@ -312,7 +419,7 @@ def _logging_steps(per: pl.DataFrame, info: dict[str, Any], hints: dict[str, Any
     if given or info.get("steps_per_epoch") is None or \
             train.get_column("bar_step").null_count() == 0:
         return given
-    advance = train.select(pl.col("epoch").diff().over("leg") * info["steps_per_epoch"])
+    advance = train.select(_in_leg(pl.col("epoch").diff(), train) * info["steps_per_epoch"])
     advance = advance.to_series().drop_nulls()
     advance = advance.filter(advance > 0.5)
     if advance.is_empty():
@@ -336,7 +443,7 @@ def _counted(per: pl.DataFrame, logging_steps: int | None, hints: dict[str, Any]
         if every is None:
             continue
         is_kind = pl.col("kind") == kind
-        k = is_kind.cast(pl.Int64).cum_sum().over("leg")
+        k = _in_leg(is_kind.cast(pl.Int64).cum_sum(), per)
         out = out.with_columns(counted=pl.when(is_kind).then((pl.col("start") // every + k)
                                                              * every))
         wrong = out.filter(pl.col("counted") != pl.col("bar_step"))
@@ -349,8 +456,8 @@ def _counted(per: pl.DataFrame, logging_steps: int | None, hints: dict[str, Any]
                 "progress bar"))
         out = out.with_columns(step=pl.coalesce("step", "counted")).drop("counted")
     train = pl.when(pl.col("kind") == "train")
-    prev_step = train.then("step").forward_fill().over("leg")
-    prev_epoch = train.then("epoch").forward_fill().over("leg")
+    prev_step = _in_leg(train.then("step").forward_fill(), per)
+    prev_epoch = _in_leg(train.then("epoch").forward_fill(), per)
     same = (pl.col("kind") == "eval") & pl.col("step").is_null() & (pl.col("epoch") == prev_epoch)
     return out.with_columns(step=pl.when(same).then(prev_step).otherwise("step"))
 
@@ -362,15 +469,16 @@ def _fill_gaps(per: pl.DataFrame, findings: list[Finding], file: Path) -> pl.Dat
     gaps = train.filter(pl.col("step").is_null())
     if gaps.is_empty() or gaps.height == train.height:
         return per
-    diffs = train.select(pl.col("step").diff().over("leg")).to_series().drop_nulls()
+    diffs = train.select(_in_leg(pl.col("step").diff(), train)).to_series().drop_nulls()
     diffs = diffs.filter(diffs > 0)
     if diffs.is_empty():
         return per
     every = int(diffs.mode().min())  # type: ignore[arg-type]
     is_train = pl.col("kind") == "train"
-    k = is_train.cast(pl.Int64).cum_sum().over("leg")
-    known_k = pl.when(is_train & pl.col("step").is_not_null()).then(k).forward_fill().over("leg")
-    known = pl.when(is_train).then("step").forward_fill().over("leg")
+    k = _in_leg(is_train.cast(pl.Int64).cum_sum(), per)
+    known_k = _in_leg(pl.when(is_train & pl.col("step").is_not_null()).then(k).forward_fill(),
+                      per)
+    known = _in_leg(pl.when(is_train).then("step").forward_fill(), per)
     guess = pl.coalesce(known + (k - known_k) * every, (pl.col("start") // every + k) * every)
     findings.append(Finding("info", "step-from-interval",
                             f"{file}: {gaps.height} train log(s) had no progress bar after them "
@@ -378,6 +486,13 @@ def _fill_gaps(per: pl.DataFrame, findings: list[Finding], file: Path) -> pl.Dat
                             f"interval ({every} steps, as the bar shows) after the one before"))
     return per.with_columns(step=pl.when(is_train & pl.col("step").is_null()).then(guess)
                             .otherwise("step"))
+
+
+def _in_leg(expr: pl.Expr, frame: pl.DataFrame) -> pl.Expr:
+    """``expr`` computed within each leg of ``frame``: a window over the legs only when there
+    are several (a window hashes every row, a costly no-op for a log of one leg)."""
+    legs = frame.get_column("leg")
+    return expr.over("leg") if legs.len() and legs.min() != legs.max() else expr
 
 
 def _int(value: object) -> int | None:
@@ -418,7 +533,7 @@ def _leg_starts(events: pl.DataFrame) -> dict[int, int]:
     return {leg: step + 1 for leg, step in resume.iter_rows() if leg > 0}
 
 
-def _facts(info: dict[str, Any], per: pl.DataFrame, pairs: pl.DataFrame,
+def _facts(info: dict[str, Any], per: pl.DataFrame, pairs: pl.DataFrame, values: pl.DataFrame,
            logs: list[Path]) -> dict[str, Fact[Any]]:
     """The INFO block's numbers, the last step, and the summary's rates (for inference)."""
     where = logs[-1].name
@@ -430,7 +545,11 @@ def _facts(info: dict[str, Any], per: pl.DataFrame, pairs: pl.DataFrame,
     summary = per.filter(kind="summary").tail(1)
     if summary.height and "global_batch" not in facts:
         rates = pairs.join(summary.select("pos", "off"), on=["pos", "off"]).filter(
-            pl.col("key").is_in(list(_RATES)))
-        for key, value in rates.select("key", "value").iter_rows():
+            pl.col("key").is_in(list(_RATES))).select("key", "value").rows()
+        scanned = values.join(summary.select("pos", "off"), on=["pos", "off"])
+        rates += [(key, scanned.get_column(_VALUE + key)[0]) for key in _RATES
+                  if scanned.height and _VALUE + key in scanned.columns
+                  and scanned.get_column(_VALUE + key)[0] is not None]
+        for key, value in rates:
             facts[key] = Fact(value, f"{where}: summary dict at step {summary['step'][0]}: {key}")
     return facts

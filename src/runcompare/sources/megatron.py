@@ -82,7 +82,8 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
                           "like ' iteration 100/ 500000 | consumed samples: ... | lm loss: ...')")
     trains, others, findings = [], [], []
     for index, file in enumerate(logs):
-        lines = _lines.read_lines(file, _parse, layout=_train_layout, table="train")
+        lines = _lines.read_lines(file, _parse, layout=_train_layout,
+                                   merge=_lines.into("train"))
         where = {"pos": pl.col("line") + (index << 40), "name": pl.lit(file.name)}
         trains.append(lines.tables["train"].with_columns(**where))
         others.append(lines.tables["other"].with_columns(**where))
