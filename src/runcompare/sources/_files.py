@@ -15,7 +15,7 @@ from contextlib import suppress
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["Buffer", "read_file"]
+__all__ = ["Buffer", "read_file", "writable"]
 
 #: What the decoders read: ``bytes``, or a writable buffer with the same slicing and searching
 #: (``bytearray``, ``mmap.mmap``).
@@ -24,13 +24,13 @@ Buffer = bytes | bytearray | mmap.mmap
 
 def read_file(file: Path) -> Buffer:
     """The file's bytes, in a writable buffer that a decoder may rearrange in place (no copy
-    of a large file): an anonymous ``mmap`` (:func:`_writable`), else a ``bytearray``. Raises
+    of a large file): an anonymous ``mmap`` (:func:`writable`), else a ``bytearray``. Raises
     ``OSError``."""
     with file.open("rb") as handle:
         size = os.fstat(handle.fileno()).st_size
         if not size:
             return bytearray(handle.read())
-        data = _writable(size)
+        data = writable(size)
         got = handle.readinto(data)
         if got < size:  # shrank meanwhile
             return bytearray(data[:got])
@@ -38,7 +38,7 @@ def read_file(file: Path) -> Buffer:
     return bytearray(data[:]) + more if more else data
 
 
-def _writable(size: int) -> Buffer:
+def writable(size: int) -> Buffer:
     """``size`` writable bytes (contents undefined until written): an anonymous map in huge
     pages where the kernel gives them (filled 2.5× faster than small pages, and the random
     reads of the decoders miss the TLB less), else with its small pages mapped at once."""

@@ -36,6 +36,7 @@ import polars as pl
 from ..errors import InputError, UsageError
 from ..model import RAW_SCHEMA, Finding
 from . import _layout
+from ._files import writable
 from ._layout import Layout
 
 __all__ = ["CHUNK_BYTES", "HEAD_BYTES", "KEY", "Lines", "canonical_key", "clean_text",
@@ -193,7 +194,7 @@ def _chunks(handle: io.BufferedReader, size: int, *, ring: int = 0) -> Iterator[
     file is copied once, into the chunk. With ``ring``, a chunk is a memoryview of the k-th
     of ``ring`` buffers in turn (k modulo ``ring``): the caller is done with a chunk before
     it takes the ``ring - 1``-th chunk after it."""
-    buffers = [bytearray(size) for _ in range(ring)]
+    buffers = [writable(size) for _ in range(ring)]
     taken = 0
 
     def read(count: int) -> bytes:
@@ -289,38 +290,33 @@ def _empty(parse: Callable[[pl.DataFrame], Parsed]) -> Parsed:
 def _parse_chunks(chunks: Iterator[bytes], read: Callable[[bytes], _Chunk],
                   workers: int) -> Lines:
     """``read`` of each chunk, two at a time in threads (polars and the scanner release the
-    GIL); line numbers made the file's as the results come back in order."""
-    results: list[tuple[Parsed, pl.DataFrame]] = []
-    count = 0
-
-    def numbered(result: _Chunk) -> tuple[Parsed, pl.DataFrame]:
-        nonlocal count
-        lines, parsed, garbled = result
-        shift = pl.col("line") + count
-        if isinstance(parsed, dict):
-            parsed = {name: frame.with_columns(shift) for name, frame in parsed.items()}
-        else:
-            parsed = parsed.with_columns(shift)
-        garbled = garbled.with_columns(shift)
-        count += lines
-        return parsed, garbled
-
+    GIL); line numbers made the file's once all are in, by one addition per frame."""
+    results: list[_Chunk] = []
     with ThreadPoolExecutor(max_workers=workers) as pool:
         pending: deque[Future[_Chunk]] = deque()
         for data in chunks:
             pending.append(pool.submit(read, data))
             del data
             if len(pending) > workers:
-                results.append(numbered(pending.popleft().result()))
-        results += [numbered(future.result()) for future in pending]
-    tables: dict[str, list[pl.DataFrame]] = {}
-    for parsed, _ in results:
+                results.append(pending.popleft().result())
+        results += [future.result() for future in pending]
+    counts = np.array([count for count, _, _ in results], dtype=np.int64)
+    before = np.cumsum(counts) - counts  # lines of the chunks before each
+    tables: dict[str, list[tuple[int, pl.DataFrame]]] = {}
+    for chunk, (_, parsed, garbled) in enumerate(results):
         for name, frame in (parsed.items() if isinstance(parsed, dict) else [("rows", parsed)]):
-            tables.setdefault(name, []).append(frame)
-    joined = {name: pl.concat(frames, how="diagonal_relaxed") for name, frames in tables.items()}
-    garbled = pl.concat([g for _, g in results])
+            tables.setdefault(name, []).append((chunk, frame))
+        tables.setdefault("", []).append((chunk, garbled))
+    joined = {}
+    for name, parts in tables.items():
+        frames = [frame for _, frame in parts]
+        same = all(frame.schema == frames[0].schema for frame in frames)
+        frame = pl.concat(frames, how="vertical" if same else "diagonal_relaxed", rechunk=False)
+        shift = np.repeat(before[[chunk for chunk, _ in parts]], [f.height for f in frames])
+        joined[name] = frame.with_columns(pl.col("line") + pl.Series(shift))
+    garbled = joined.pop("")
     first = garbled.get_column("line").min() if garbled.height else None
-    return Lines(joined.get("rows", pl.DataFrame()), count,
+    return Lines(joined.get("rows", pl.DataFrame()), int(counts.sum()),
                  int(garbled.get_column("n").sum()), first, joined)  # type: ignore[arg-type]
 
 

@@ -216,21 +216,24 @@ def _with_bars(events: pl.DataFrame, marks: pl.DataFrame) -> pl.DataFrame:
     """``events`` (in pos order) with the count and total of the bar that tqdm redrew first on
     the line after each dict, and ``glued``: a dict with no bar before it on its line right
     after a line with a dict (stdout came in blocks)."""
-    pos, at = marks.get_column("pos").to_numpy(), events.get_column("pos").to_numpy()
-
-    def on_line(target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        index = np.minimum(np.searchsorted(pos, target), max(len(pos) - 1, 0))
-        return index, (pos[index] == target) if len(pos) else np.zeros(len(target), bool)
-
-    after, found = on_line(at + 1)
-    previous, dict_before = on_line(at - 1)
-    dict_before &= marks.get_column("has_dict").to_numpy()[previous] if len(pos) else False
-    bars = marks.select("n", "total")[after].with_columns(
-        pl.when(pl.Series(found)).then(pl.col(c)).alias(c) for c in ("n", "total"))
+    after = _on_line(events.select(pos=pl.col("pos") + 1), marks)
+    before = _on_line(events.select(pos=pl.col("pos") - 1), marks)
     is_dict = pl.col("ev") == "dict"
-    return pl.concat([events, bars], how="horizontal").with_columns(
-        n=pl.when(is_dict).then("n"), total=pl.when(is_dict).then("total"),
-        glued=is_dict & pl.lit(pl.Series(dict_before)) & ~pl.col("bar_before").fill_null(True))
+    return events.with_columns(
+        n=pl.when(is_dict).then(after.get_column("n")),
+        total=pl.when(is_dict).then(after.get_column("total")),
+        glued=is_dict & before.get_column("has_dict").fill_null(False)
+        & ~pl.col("bar_before").fill_null(True))
+
+
+def _on_line(lines: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
+    """For each ``pos`` of ``lines``, the row of ``rows`` at that pos (nulls where none), both in
+    pos order (a sorted merge, not a search per line); ``rows`` has one row per pos."""
+    found = lines.set_sorted("pos").join_asof(
+        rows.with_columns(at="pos").set_sorted("pos"), on="pos", strategy="backward")
+    hit = pl.col("at") == pl.col("pos")
+    return found.select(pl.when(hit).then(pl.col(c)).alias(c) for c in rows.columns
+                        if c != "pos")
 
 
 def _assemble(path: Path, logs: list[Path], events: pl.DataFrame, pairs: pl.DataFrame,
@@ -266,18 +269,18 @@ def _names(pairs: pl.DataFrame, values: pl.DataFrame) -> dict[str, str]:
 def _value_points(values: pl.DataFrame, steps: pl.DataFrame,
                   names: dict[str, str]) -> pl.DataFrame:
     """:data:`RAW_SCHEMA` rows of the scanner's dicts that have a step: one line holds one
-    such dict, so a sorted search on the line finds its step (both frames in pos order)."""
+    such dict, so a sorted merge on the line finds its step (both frames in pos order)."""
     keys = [c for c in values.columns if c.startswith(_VALUE)]
     if not keys or steps.is_empty():
         return pl.DataFrame(schema=RAW_SCHEMA)
-    pos, at = steps.get_column("pos").to_numpy(), values.get_column("pos").to_numpy()
-    index = np.minimum(np.searchsorted(pos, at), len(pos) - 1)
-    found = (pos[index] == at) & (steps.get_column("off").to_numpy()[index]
-                                  == values.get_column("off").to_numpy())
-    kept = values.filter(pl.Series(found)) if not found.all() else values
-    frame = kept.with_columns(step=steps.get_column("step").gather(index[found]),
-                              leg=steps.get_column("leg").gather(index[found]),
-                              wall_time=pl.lit(None, pl.Float64))
+    found = values.select("pos", "off").set_sorted("pos").join_asof(
+        steps.select("pos", at="pos", step_off="off", step="step", leg="leg").set_sorted("pos"),
+        on="pos", strategy="backward")
+    hit = found.select((pl.col("at") == pl.col("pos")) & (pl.col("step_off") == pl.col("off")))
+    hit = hit.to_series().fill_null(False)
+    frame = pl.concat([values, found.select("step", "leg")], how="horizontal").with_columns(
+        wall_time=pl.lit(None, pl.Float64))
+    frame = frame if hit.all() else frame.filter(hit)
     return _lines.to_raw(frame, {key: names[key[len(_VALUE):]] for key in keys})
 
 
