@@ -99,10 +99,12 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
                       .drop("line"))
         marks.append(lines.tables["marks"].with_columns(pos=offset).drop("line"))
         findings += lines.findings(file)
-    # each chunk's events are in (line, off) order, and chunks and files come in order
-    events = pl.concat(events, how="diagonal_relaxed")
-    return _assemble(path, logs, _with_bars(events, pl.concat(marks)), pl.concat(pairs),
-                     pl.concat(values, how="diagonal_relaxed"), findings, dict(hints or {}))
+    # each chunk's events are in (line, off) order, and chunks and files come in order; one
+    # copy into whole columns makes the many passes over the events cheaper
+    events = pl.concat(events, how="diagonal_relaxed", rechunk=True)
+    return _assemble(path, logs, _with_bars(events, pl.concat(marks, rechunk=True)),
+                     pl.concat(pairs), pl.concat(values, how="diagonal_relaxed", rechunk=True),
+                     findings, dict(hints or {}))
 
 
 def _parse(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
@@ -243,8 +245,8 @@ def _assemble(path: Path, logs: list[Path], events: pl.DataFrame, pairs: pl.Data
     if dicts.is_empty():
         raise InputError(f"{path}: no Trainer log dict could be read (expected lines like "
                          "{'loss': '2.346', 'learning_rate': '4.9e-05', 'epoch': '0.01'})")
-    events = events.filter(pl.col("ev").ne("dict") | ~pl.col("bad")).with_columns(
-        _legs(events.filter(pl.col("ev").ne("dict") | ~pl.col("bad"))))
+    events = events.filter(pl.col("ev").ne("dict") | ~pl.col("bad"))
+    events = events.with_columns(_legs(events))
     info = _info(events)
     steps, step_findings = _steps(events, info, hints, logs[0])
     findings += step_findings
@@ -372,7 +374,10 @@ def _steps(events: pl.DataFrame, info: dict[str, Any], hints: dict[str, Any],
                                 "steps are counted with logging_steps instead"))
     resume = events.filter(pl.col("resume").is_not_null()).group_by("leg").agg(
         start=pl.col("resume").last())
-    per = per.join(resume, on="leg", how="left").with_columns(pl.col("start").fill_null(0))
+    starts = dict(resume.select("leg", "start").iter_rows())  # a leg or two: no join
+    per = per.with_columns(start=pl.col("leg").replace_strict(starts, default=0,
+                                                              return_dtype=pl.Int64)
+                           if starts else pl.lit(0, pl.Int64))
     per = _counted(per, _logging_steps(per, info, hints, findings, file), hints, findings, file)
     per = _fill_gaps(per, findings, file)
     known = pl.when(pl.col("kind").is_in(["train", "eval"])).then("step")
@@ -397,7 +402,7 @@ def _bar_total(per: pl.DataFrame, info: dict[str, Any], findings: list[Finding],
     """The training bar's total and what to divide its count by to get optimizer steps."""
     max_steps, accum = info.get("max_steps"), info.get("grad_accum")
     seen = per.filter(kind="train").get_column("total").drop_nulls()
-    seen = int(seen.mode().min()) if seen.len() else None  # type: ignore[arg-type]
+    seen = _mode(seen) if seen.len() else None
     if max_steps and accum and accum > 1 and seen == max_steps * accum:
         findings.append(Finding(
             "info", "bar-counts-micro-steps",
@@ -476,19 +481,30 @@ def _fill_gaps(per: pl.DataFrame, findings: list[Finding], file: Path) -> pl.Dat
     diffs = diffs.filter(diffs > 0)
     if diffs.is_empty():
         return per
-    every = int(diffs.mode().min())  # type: ignore[arg-type]
-    is_train = pl.col("kind") == "train"
-    k = _in_leg(is_train.cast(pl.Int64).cum_sum(), per)
-    known_k = _in_leg(pl.when(is_train & pl.col("step").is_not_null()).then(k).forward_fill(),
-                      per)
-    known = _in_leg(pl.when(is_train).then("step").forward_fill(), per)
-    guess = pl.coalesce(known + (k - known_k) * every, (pl.col("start") // every + k) * every)
+    every = _mode(diffs)
     findings.append(Finding("info", "step-from-interval",
                             f"{file}: {gaps.height} train log(s) had no progress bar after them "
                             f"(the log ends or was cut there); each was put one logging "
                             f"interval ({every} steps, as the bar shows) after the one before"))
-    return per.with_columns(step=pl.when(is_train & pl.col("step").is_null()).then(guess)
-                            .otherwise("step"))
+    # per gap: k, its train log's number in the leg, and the last train log before it in the
+    # leg with a step (legs are runs of rows: the rows are in file order)
+    is_train = per.select(pl.col("kind").eq("train").fill_null(False)).to_series().to_numpy()
+    step = per.get_column("step")
+    known = is_train & step.is_not_null().to_numpy()
+    leg = per.get_column("leg").to_numpy()
+    first = np.flatnonzero(np.r_[True, leg[1:] != leg[:-1]])
+    counted = np.cumsum(is_train)
+    k = counted - np.repeat(counted[first] - is_train[first], np.diff(np.r_[first, len(leg)]))
+    rows = np.arange(len(leg))
+    last = np.maximum.accumulate(np.where(known, rows, -1))
+    gap = np.flatnonzero(is_train & ~known)
+    before = last[gap]
+    same_leg = (before >= 0) & (leg[np.maximum(before, 0)] == leg[gap])
+    steps = step.fill_null(0).to_numpy()
+    start = per.get_column("start").to_numpy()
+    guess = np.where(same_leg, steps[np.maximum(before, 0)] + (k[gap] - k[np.maximum(before, 0)])
+                     * every, (start[gap] // every + k[gap]) * every)
+    return per.with_columns(step.scatter(gap, guess))
 
 
 def _in_leg(expr: pl.Expr, frame: pl.DataFrame) -> pl.Expr:
@@ -496,6 +512,22 @@ def _in_leg(expr: pl.Expr, frame: pl.DataFrame) -> pl.Expr:
     are several (a window hashes every row, a costly no-op for a log of one leg)."""
     legs = frame.get_column("leg")
     return expr.over("leg") if legs.len() and legs.min() != legs.max() else expr
+
+
+def _mode(values: pl.Series) -> int:
+    """The most common of some integers (the smallest of a tie); at once when all are equal."""
+    low = values.min()
+    if low == values.max():
+        return int(low)  # type: ignore[arg-type]
+    return int(values.mode().min())  # type: ignore[arg-type]
+
+
+def _by_leg(frame: pl.DataFrame) -> list[tuple[int, pl.DataFrame]]:
+    """``frame``'s rows per leg, in order (no partitioning copy for a log of one leg)."""
+    legs = frame.get_column("leg")
+    if legs.is_empty() or legs.min() == legs.max():
+        return [(int(legs[0]), frame)] if legs.len() else []
+    return [(leg, rows) for (leg,), rows in frame.group_by("leg", maintain_order=True)]
 
 
 def _int(value: object) -> int | None:
@@ -511,8 +543,8 @@ def _epoch_check(per: pl.DataFrame, info: dict[str, Any], file: Path) -> list[Fi
     train = per.filter((pl.col("kind") == "train") & pl.col("epoch").is_not_null())
     findings = []
     spe = info.get("steps_per_epoch")
-    for (leg,), rows in train.group_by("leg", maintain_order=True):
-        if rows.get_column("step").n_unique() < 2:
+    for leg, rows in _by_leg(train):
+        if rows.get_column("step").min() == rows.get_column("step").max():
             continue
         first, last = rows.row(0, named=True), rows.row(-1, named=True)
         rate = (last["epoch"] - first["epoch"]) / (last["step"] - first["step"])
