@@ -34,7 +34,7 @@ try:
 except ImportError:  # built without a C compiler: the polars parsers read every line
     _scan = None
 
-__all__ = ["NATIVE", "SLOTS", "Layout", "Piece", "checked", "pieces", "sample", "scan"]
+__all__ = ["NATIVE", "SLOTS", "Layout", "Piece", "checked", "first", "pieces", "scan"]
 
 #: Whether the native scanner is used (built, and not turned off with ``RUNCOMPARE_PURE=1``).
 NATIVE = _scan is not None and os.environ.get("RUNCOMPARE_PURE", "") in ("", "0")
@@ -150,7 +150,8 @@ def checked(sample: str, program: Sequence[Piece], columns: Sequence[str | None]
     """The layout of ``program`` (``end`` added) with ``columns`` for its slots, when the
     scanner's row for ``sample`` equals ``parse``'s (the source's own parser, given the
     sample as a one-line chunk); None otherwise, or when the scanner is off. A program that
-    passed once is not checked again (``parse`` reads every line it matches the same way)."""
+    passed once is not checked again (``parse``, a module-level function, reads every line
+    it matches the same way)."""
     if not NATIVE:
         return None
     program = [*program, ("end", "")]
@@ -178,12 +179,13 @@ def checked(sample: str, program: Sequence[Piece], columns: Sequence[str | None]
 SAMPLE_BYTES = 1 << 20
 
 
-def sample(data: bytes, needle: bytes, accept: Callable[[str], bool], *,
-           tries: int = 64) -> str | None:
-    """The first line of ``data`` (its first :data:`SAMPLE_BYTES`, any bytes-like object)
-    that holds ``needle`` and that ``accept`` takes (of the first ``tries`` such lines),
-    decoded; a line that is not UTF-8, holds a ``\\x1f`` (the CSV reader cuts a line there)
-    or ends in ``\\r`` is never a sample."""
+def first(data: bytes, needle: bytes, build: Callable[[str], Layout | None], *,
+          tries: int = 64, builds: int = 8) -> Layout | None:
+    """The layout that ``build`` makes of the first line of ``data`` (its first
+    :data:`SAMPLE_BYTES`, any bytes-like object) that holds ``needle`` and that it makes one
+    of: of the first ``tries`` such lines, ``builds`` at most that it was not quick to turn
+    down. A line that is not UTF-8, holds a ``\\x1f`` (the CSV reader cuts a line there) or
+    ends in ``\\r`` is never a sample."""
     if len(data) > SAMPLE_BYTES:
         data = bytes(data[:SAMPLE_BYTES])
         data = data[:data.rfind(b"\n") + 1]
@@ -191,7 +193,7 @@ def sample(data: bytes, needle: bytes, accept: Callable[[str], bool], *,
         data = bytes(data)
     at = data.find(needle)
     for _ in range(tries):
-        if at < 0:
+        if at < 0 or builds <= 0:
             return None
         start = data.rfind(b"\n", 0, at) + 1
         end = data.find(b"\n", at)
@@ -202,7 +204,10 @@ def sample(data: bytes, needle: bytes, accept: Callable[[str], bool], *,
                 text = line.decode()
             except UnicodeDecodeError:
                 text = None
-            if text is not None and accept(text):
-                return text
+            if text is not None:
+                found = build(text)
+                if found is not None:
+                    return found
+                builds -= 1
         at = data.find(needle, end)
     return None

@@ -232,24 +232,55 @@ static const char *find_common(const char *p, const char *end, const char *s, si
 }
 #endif
 
-static const char *find(const char *p, const char *end, const char *s, size_t n) {
-    if ((size_t)(end - p) < n)
-        return NULL;
-    size_t i = 0, j = n - 1;
-    for (size_t k = 1; k < n; k++)
-        if (commonness((unsigned char)s[k]) < commonness((unsigned char)s[i]))
-            i = k;
-#if defined(__GNUC__)
-    if (n > 1 && commonness((unsigned char)s[i]) >= 3) {
-        for (size_t k = 0; k < n; k++)
-            if (k != i && (j == i || commonness((unsigned char)s[k])
-                                         < commonness((unsigned char)s[j])))
-                j = k;
-        return find_common(p, end, s, n, i, j);
+/* One operation of a program, decoded once per scan: a literal's rarest bytes at i and j. */
+typedef struct {
+    unsigned char code;
+    int common; /* the literal has common bytes only: find_common */
+    size_t n, i, j;
+    const char *lit;
+} Op;
+
+/* The operations of program into ops (as many as the program's bytes at most); their
+ * number, or -1 when the program is malformed. */
+static Py_ssize_t decode(const unsigned char *program, Py_ssize_t length, Op *ops) {
+    Py_ssize_t count = 0;
+    for (const unsigned char *p = program, *end = program + length; p < end; count++) {
+        Op *op = &ops[count];
+        memset(op, 0, sizeof *op);
+        op->code = *p++;
+        if (op->code < OP_LIT || op->code > OP_UPTO)
+            return -1;
+        if (op->code == OP_LIT || op->code == OP_SKIPTO || op->code == OP_SKIPLAST
+            || op->code == OP_UPTO || op->code == OP_NOT) {
+            if (end - p < 2)
+                return -1;
+            op->n = (size_t)p[0] | (size_t)p[1] << 8;
+            op->lit = (const char *)p + 2;
+            p += 2 + op->n;
+            if (p > end || op->n == 0)
+                return -1;
+            const unsigned char *s = (const unsigned char *)op->lit;
+            for (size_t k = 1; k < op->n; k++)
+                if (commonness(s[k]) < commonness(s[op->i]))
+                    op->i = k;
+            op->j = op->i;
+            for (size_t k = 0; k < op->n; k++)
+                if (k != op->i && (op->j == op->i || commonness(s[k]) < commonness(s[op->j])))
+                    op->j = k;
+            op->common = op->n > 1 && commonness(s[op->i]) >= 3;
+        }
     }
+    return count;
+}
+
+static const char *find(const char *p, const char *end, const Op *op) {
+    if ((size_t)(end - p) < op->n)
+        return NULL;
+#if defined(__GNUC__)
+    if (op->common)
+        return find_common(p, end, op->lit, op->n, op->i, op->j);
 #endif
-    (void)j;
-    return find_rare(p, end, s, n, i);
+    return find_rare(p, end, op->lit, op->n, op->i);
 }
 
 static const char *find_last(const char *p, const char *end, const char *s, size_t n) {
@@ -264,22 +295,13 @@ static const char *find_last(const char *p, const char *end, const char *s, size
 }
 
 /* Whether the line [p, end) matches the program; its numbers into out. */
-static int match(const char *p, const char *end, const unsigned char *op,
-                 const unsigned char *op_end, double *out) {
+static int match(const char *p, const char *end, const Op *op, const Op *op_end, double *out) {
     const char *start = p;
-    while (op < op_end) {
-        size_t n = 0;
-        const char *lit = NULL;
-        unsigned char code = *op++;
-        if (code == OP_LIT || code == OP_SKIPTO || code == OP_SKIPLAST || code == OP_UPTO
-            || code == OP_NOT) {
-            n = (size_t)op[0] | (size_t)op[1] << 8;
-            lit = (const char *)op + 2;
-            op += 2 + n;
-        }
-        switch (code) {
+    for (; op < op_end; op++) {
+        size_t n = op->n;
+        switch (op->code) {
         case OP_LIT:
-            if ((size_t)(end - p) < n || memcmp(p, lit, n) != 0)
+            if ((size_t)(end - p) < n || memcmp(p, op->lit, n) != 0)
                 return 0;
             p += n;
             break;
@@ -312,17 +334,18 @@ static int match(const char *p, const char *end, const unsigned char *op,
         case OP_SKIPTO:
         case OP_SKIPLAST:
         case OP_UPTO: {
-            const char *at = code == OP_SKIPLAST ? find_last(p, end, lit, n) : find(p, end, lit, n);
+            const char *at = op->code == OP_SKIPLAST ? find_last(p, end, op->lit, n)
+                                                     : find(p, end, op);
             if (!at)
                 return 0;
-            p = code == OP_UPTO ? at : at + n;
+            p = op->code == OP_UPTO ? at : at + n;
             break;
         }
         case OP_POS:
             *out++ = (double)(p - start);
             break;
         case OP_NOT:
-            if (find(p, end, lit, n))
+            if (find(p, end, op))
                 return 0;
             break;
         case OP_END:
@@ -351,15 +374,22 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     int64_t lines = 0;
     int failed = 0;
     double *row = slots > 0 ? malloc((size_t)slots * sizeof(double)) : NULL;
-    if (slots < 0 || (slots > 0 && !row))
-        failed = 1;
+    Op *ops = malloc(((size_t)program.len + 1) * sizeof(Op));
+    Py_ssize_t count = ops ? decode(program.buf, program.len, ops) : 0;
+    if (slots < 0 || (slots > 0 && !row) || !ops || count < 0) {
+        free(row);
+        free(ops);
+        PyBuffer_Release(&data);
+        PyBuffer_Release(&program);
+        return ops && count < 0 ? PyErr_Format(PyExc_ValueError, "a malformed program")
+                                : PyErr_NoMemory();
+    }
     Py_BEGIN_ALLOW_THREADS
     const char *p = data.buf, *end = p + data.len;
-    const unsigned char *op = program.buf, *op_end = op + program.len;
     while (!failed && p < end) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         const char *line_end = nl ? nl : end;
-        if (match(p, line_end, op, op_end, row)) {
+        if (match(p, line_end, ops, ops + count, row)) {
             failed = put(&matched, &lines, sizeof lines)
                      || put(&values, row, (size_t)slots * sizeof(double));
         } else {
@@ -371,6 +401,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     }
     Py_END_ALLOW_THREADS
     free(row);
+    free(ops);
     PyBuffer_Release(&data);
     PyBuffer_Release(&program);
     PyObject *result = NULL;

@@ -152,14 +152,17 @@ _NO_VALUES = pl.DataFrame(schema={"line": pl.Int64, "off": pl.Int64})
 
 
 def _dict_layout(data: bytes) -> Layout | None:
-    """The layout of the chunk's first line of progress bars ending in one Trainer dict: the
-    first bar's count and total, the dict's offset on the line and its values (one column
-    per key, in the printed order); the bar redraws between them are skipped."""
-    def accept(line: str) -> bool:
-        return line.count("{'") == 1 and line.rstrip().endswith("}")
+    """The layout of the chunk's first line of progress bars ending in one Trainer dict
+    (:func:`_dict_line_layout`)."""
+    return _layout.first(data, b"{'", _dict_line_layout)
 
-    sample = _layout.sample(data, b"{'", accept)
-    if sample is None:
+
+def _dict_line_layout(sample: str) -> Layout | None:
+    """The layout of a line of progress bars ending in one Trainer dict: the first bar's
+    count and total, the dict's offset on the line and its values (one column per key, in
+    the printed order); the bar redraws between them are skipped. None for another line."""
+    if sample.count("{'") != 1 or not sample.rstrip().endswith("}") \
+            or any(guard in sample for guard in _GUARDS):
         return None
     before, entries = sample.split("{'", 1)
     bar = re.search(r"(\d+)/(\d+) \[", before)
@@ -173,7 +176,8 @@ def _dict_layout(data: bytes) -> Layout | None:
         return None  # a value that is not a number, or a number in a key
     program: list[Piece] = [("not", guard) for guard in _GUARDS]
     program += [*head, ("skipto", "| "), ("int", bar[1]), ("lit", "/"), ("int", bar[2]),
-                ("lit", " ["), ("skipto", "it/s"), ("upto", "{'"), ("pos", ""), *values]
+                ("lit", " ["), ("skipto", "it/s" if "it/s" in before else "s/it"), ("upto", "{'"),
+                ("pos", ""), *values]
     columns = [None] * sum(kind in _layout.SLOTS for kind, _ in head) \
         + ["n", "total", "off"] + [_VALUE + key for key in keys]
     return _layout.checked(sample, program, columns, _wide)
@@ -219,13 +223,14 @@ def _with_bars(events: pl.DataFrame, marks: pl.DataFrame) -> pl.DataFrame:
     the line after each dict, and ``glued``: a dict with no bar before it on its line right
     after a line with a dict (stdout came in blocks)."""
     after = _on_line(events.select(pos=pl.col("pos") + 1), marks)
-    before = _on_line(events.select(pos=pl.col("pos") - 1), marks)
     is_dict = pl.col("ev") == "dict"
-    return events.with_columns(
-        n=pl.when(is_dict).then(after.get_column("n")),
-        total=pl.when(is_dict).then(after.get_column("total")),
-        glued=is_dict & before.get_column("has_dict").fill_null(False)
-        & ~pl.col("bar_before").fill_null(True))
+    events = events.with_columns(n=pl.when(is_dict).then(after.get_column("n")),
+                                 total=pl.when(is_dict).then(after.get_column("total")))
+    barless = is_dict & ~pl.col("bar_before").fill_null(True)
+    if not events.select(barless.any()).item():  # every dict came after a bar
+        return events.with_columns(glued=pl.lit(False))
+    before = _on_line(events.select(pos=pl.col("pos") - 1), marks)
+    return events.with_columns(glued=barless & before.get_column("has_dict").fill_null(False))
 
 
 def _on_line(lines: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:

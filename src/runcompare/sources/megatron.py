@@ -129,12 +129,15 @@ def _parse(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
 
 
 def _train_layout(data: bytes) -> Layout | None:
-    """The layout of the chunk's first train line: its ``iteration N/ M`` as ``step`` and
-    ``total``, the first timestamp of its head as ``wall_time``, each ``key: number`` field as
-    its ``KEY + key`` column (a number in a key is text)."""
-    sample = _layout.sample(data, b"iteration",
-                            lambda line: "|" in line and "loss at " not in line)
-    if sample is None:
+    """The layout of the chunk's first train line (:func:`_train_line_layout`)."""
+    return _layout.first(data, b"iteration", _train_line_layout)
+
+
+def _train_line_layout(sample: str) -> Layout | None:
+    """The layout of a train line: its ``iteration N/ M`` as ``step`` and ``total``, the first
+    timestamp of its head as ``wall_time``, each ``key: number`` field as its ``KEY + key``
+    column (a number in a key is text); None for another line."""
+    if "|" not in sample or "loss at " in sample:
         return None
     program: list[Piece] = []
     columns: list[str | None] = []
@@ -160,7 +163,11 @@ def _train_layout(data: bytes) -> Layout | None:
         elif kind == "num":
             kind = "lit"  # a number in a key
         program.append((kind, text))
-    return _layout.checked(sample, program, columns, lambda frame: _parse(frame)["train"])
+    return _layout.checked(sample, program, columns, _train_rows)
+
+
+def _train_rows(frame: pl.DataFrame) -> pl.DataFrame:
+    return _parse(frame)["train"]
 
 
 _STAMP = "%Y-%m-%d %H:%M:%S"
