@@ -22,7 +22,9 @@ there are no quotes, so a line is one field; the rest of a line after a ``\\x1f`
 from __future__ import annotations
 
 import io
+import os
 import re
+import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -173,12 +175,12 @@ def read_lines(path: Path, parse: Callable[[pl.DataFrame], Parsed], *,
         if path.stat().st_size == 0:
             raise InputError(f"{path}: empty file; nothing was logged to it yet (point "
                              "runcompare at the log of a run that has started)")
+        size = chunk_bytes or CHUNK_BYTES
         with path.open("rb") as handle:
-            # the scanner reads a chunk where it lies: chunks are read into a few buffers in
-            # turn (no fresh memory, page by page, for each chunk of a long log)
-            ring = (workers or WORKERS) + 2 if layout and _layout.NATIVE else 0
-            return _parse_chunks(_chunks(handle, chunk_bytes or CHUNK_BYTES, ring=ring),
-                                 partial(_read_chunk, parse=parse, layout=layout,
+            # the scanner reads a chunk where it lies, in a buffer of the worker's own
+            read = _reader(handle, size, reuse=bool(layout) and _layout.NATIVE)
+            return _parse_chunks(_spans(handle, size),
+                                 partial(_read_chunk, read=read, parse=parse, layout=layout,
                                          merge=merge or into("rows")),
                                  workers or WORKERS)
     except OSError as exc:
@@ -187,24 +189,10 @@ def read_lines(path: Path, parse: Callable[[pl.DataFrame], Parsed], *,
         raise InputError(f"{path}: cannot be parsed as text ({exc})") from exc
 
 
-def _chunks(handle: io.BufferedReader, size: int, *, ring: int = 0) -> Iterator[bytes]:
-    """Bytes of whole lines covering the file: the k-th chunk ends at the last newline before
-    byte (k + 1) × ``size`` (a line longer than ``size`` makes a longer chunk). The newline
-    is looked for in a small read at the end of that span first, so that each byte of the
-    file is copied once, into the chunk. With ``ring``, a chunk is a memoryview of the k-th
-    of ``ring`` buffers in turn (k modulo ``ring``): the caller is done with a chunk before
-    it takes the ``ring - 1``-th chunk after it."""
-    buffers = [writable(size) for _ in range(ring)]
-    taken = 0
-
-    def read(count: int) -> bytes:
-        nonlocal taken
-        if not buffers or count > size:
-            return handle.read(count)
-        view = memoryview(buffers[taken % ring])[:count]
-        taken += 1
-        return view[:handle.readinto(view)]  # type: ignore[return-value]
-
+def _spans(handle: io.BufferedReader, size: int) -> Iterator[tuple[int, int]]:
+    """(start, length) of chunks of whole lines covering the file: the k-th chunk ends at the
+    last newline before byte (k + 1) × ``size`` (a line longer than ``size`` makes a longer
+    chunk), looked for in a small read at the end of that span first."""
     start = block = 0
     while True:
         block += size
@@ -218,16 +206,50 @@ def _chunks(handle: io.BufferedReader, size: int, *, ring: int = 0) -> Iterator[
             span = handle.read(block - low)
             found = span.rfind(b"\n")
         if found >= 0:
-            handle.seek(start)
-            yield read(low + found + 1 - start)
+            yield start, low + found + 1 - start
             start = low + found + 1
         elif len(span) < block - low:  # the end of the file, after a last line without newline
             end = handle.seek(0, io.SEEK_END)
-            handle.seek(start)
-            rest = read(end - start)
-            if rest:
-                yield rest
+            if end > start:
+                yield start, end - start
             return
+
+
+def _reader(handle: io.BufferedReader, size: int, *,
+            reuse: bool) -> Callable[[tuple[int, int]], bytes]:
+    """What reads a span of the file in a worker thread. With ``reuse``, into the thread's own
+    buffer (no fresh memory, page by page, for each chunk of a long log; and the scanner
+    reads the chunk while it is still in the processor's cache): the span's bytes stay valid
+    until the thread reads its next span."""
+    fd, local = handle.fileno(), threading.local()
+
+    def read(span: tuple[int, int]) -> bytes:
+        start, count = span
+        if not reuse or count > size or not hasattr(os, "preadv"):
+            return _pread(fd, count, start)
+        if not hasattr(local, "buffer"):
+            local.buffer = writable(size)
+        view = memoryview(local.buffer)[:count]
+        got = 0
+        while got < count:
+            more = os.preadv(fd, [view[got:]], start + got)
+            if not more:
+                break
+            got += more
+        return view[:got]  # type: ignore[return-value]
+
+    return read
+
+
+def _pread(fd: int, count: int, start: int) -> bytes:
+    parts, got = [], 0
+    while got < count:
+        part = os.pread(fd, count - got, start + got)
+        if not part:
+            break
+        parts.append(part)
+        got += len(part)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 #: Puts the scanner's rows (a frame per layout) into what ``parse`` gave for the other lines.
@@ -251,10 +273,12 @@ def into(name: str) -> Merge:
 _Chunk = tuple[int, Parsed, pl.DataFrame]
 
 
-def _read_chunk(data: bytes, *, parse: Callable[[pl.DataFrame], Parsed],
+def _read_chunk(span: tuple[int, int], *, read: Callable[[tuple[int, int]], bytes],
+                parse: Callable[[pl.DataFrame], Parsed],
                 layout: Callable[[bytes], Layout | None] | None, merge: Merge) -> _Chunk:
-    """One chunk: the lines of its layouts scanned natively, the rest split into a frame of
-    lines by polars' CSV reader and parsed by ``parse``."""
+    """One chunk: read, the lines of its layouts scanned natively, the rest split into a
+    frame of lines by polars' CSV reader and parsed by ``parse``."""
+    data = read(span)
     scanned: list[pl.DataFrame] = []
     count, index = None, None  # index: the chunk's line index of each line left in data
     for _ in range(MAX_LAYOUTS if layout else 0):
@@ -287,16 +311,16 @@ def _empty(parse: Callable[[pl.DataFrame], Parsed]) -> Parsed:
     return parse(pl.DataFrame(schema={"line": pl.Int64, "text": pl.String}))
 
 
-def _parse_chunks(chunks: Iterator[bytes], read: Callable[[bytes], _Chunk],
+def _parse_chunks(spans: Iterator[tuple[int, int]], read: Callable[[tuple[int, int]], _Chunk],
                   workers: int) -> Lines:
-    """``read`` of each chunk, two at a time in threads (polars and the scanner release the
-    GIL); line numbers made the file's once all are in, by one addition per frame."""
+    """``read`` of each chunk, two at a time in threads (reading, polars and the scanner
+    release the GIL); line numbers made the file's once all are in, by one addition per
+    frame."""
     results: list[_Chunk] = []
     with ThreadPoolExecutor(max_workers=workers) as pool:
         pending: deque[Future[_Chunk]] = deque()
-        for data in chunks:
-            pending.append(pool.submit(read, data))
-            del data
+        for span in spans:
+            pending.append(pool.submit(read, span))
             if len(pending) > workers:
                 results.append(pending.popleft().result())
         results += [future.result() for future in pending]
