@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runcompare.sources import _layout, _lines, hf_stdout, megatron
+from runcompare.sources import _layout, _lines, megatron
 
 from .conftest import DATA, ROOT, SAMPLES
 
@@ -147,3 +147,24 @@ def test_chunks_cover_the_file_whatever_its_end(tmp_path, reuse):
             chunks = [bytes(read(span)) for span in _lines._spans(handle, 300)]
         assert b"".join(chunks) == text.encode()
         assert all(chunk.endswith(b"\n") for chunk in chunks[:-1])
+
+
+@pytest.mark.parametrize("path", HF, ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize("chunk", [None, 600])
+def test_hf_stdout_reads_the_same_with_and_without_the_scanner(path, chunk, monkeypatch):
+    if chunk:
+        monkeypatch.setattr(_lines, "CHUNK_BYTES", chunk)
+    native, pure, scanned = _both(hf_stdout.read, path, monkeypatch)
+    _same(native, pure)
+    dicts = pure.scalars.filter(metric="train/loss").height
+    # a leg's first dict shares its line with the bar at 0 (| 0/): the parser reads that one
+    assert scanned >= dicts - 2 * len(set(pure.scalars.get_column("leg"))) - 1
+
+
+def test_the_benchmark_hf_stdout_reads_the_same(tmp_path, monkeypatch):
+    log = tmp_path / "train.log"
+    total = text_ingest.write_hf(log, 300_000)
+    monkeypatch.setattr(_lines, "CHUNK_BYTES", 64 << 10)
+    native, pure, scanned = _both(hf_stdout.read, log, monkeypatch)
+    _same(native, pure)
+    assert native.points == total // 10 * 4 and scanned == total // 10
