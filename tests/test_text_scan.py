@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runcompare.sources import _layout, _lines, megatron
+from runcompare.sources import _layout, _lines, hf_stdout, megatron
 
 from .conftest import DATA, ROOT, SAMPLES
 
