@@ -99,6 +99,7 @@ def _both(read, path, monkeypatch, **kwargs):
         return out
 
     monkeypatch.setattr(_layout, "scan", counting)
+    monkeypatch.setattr(_layout, "NATIVE", True)  # also under RUNCOMPARE_PURE=1
     native = read(path, **kwargs)
     monkeypatch.setattr(_layout, "NATIVE", False)
     pure = read(path, **kwargs)
