@@ -1,17 +1,18 @@
 """The one mechanism every plain-text source reads lines and numbers with.
 
 :func:`read_lines` reads a file in chunks of whole lines (``CHUNK_BYTES`` each, cut at the last
-newline; a longer line makes a longer chunk), turns each chunk into a polars frame of ``line``
-(1-based line number) and ``text`` (UTF-8, invalid bytes replaced by U+FFFD) with polars' own
-CSV reader, and hands it to the source's vectorised ``parse`` function, which keeps only the
-rows it needs (one frame, or frames by name). The reading thread copies each byte of the file
-once (a chunk's last newline is looked for in a small read of its end) and splits the chunk
-into lines with the CSV reader, whose row count numbers the next chunk's lines (no newline
-counting in Python); two chunks are parsed at a time in threads (polars releases the GIL),
-so memory holds a few chunks plus the kept rows, whatever the size of the log; nothing loops
-over lines in Python. The same module holds the other shared pieces:
-number and timestamp parsing, splitting ``key: value | ...`` fields, leg numbering, the
-unparsed-lines finding and the choice of files (never W&B's own).
+newline; a longer line makes a longer chunk): the main thread only finds where each chunk ends,
+and two worker threads each read a chunk (into a buffer of their own when the source has a
+layout) and parse it. A source with a layout (:mod:`._layout`) has the lines of its common
+layouts read by the native scanner; the other lines (all of them for the other sources, or
+without the scanner) become a polars frame of ``line`` (1-based line number) and ``text``
+(UTF-8, invalid bytes replaced by U+FFFD), split by polars' own CSV reader, and go to the
+source's vectorised ``parse`` function, which keeps only the rows it needs (one frame, or frames
+by name). Line numbers are counted per chunk and made the file's once all chunks are in;
+memory holds two chunks plus the kept rows, whatever the size of the log; nothing loops over
+lines in Python. The same module holds the other shared pieces: number and timestamp
+parsing, splitting ``key: value | ...`` fields, leg numbering, the unparsed-lines finding and
+the choice of files (never W&B's own).
 
 The CSV reader is told that the field separator is ``\\x1f`` (ASCII unit separator) and that
 there are no quotes, so a line is one field; the rest of a line after a ``\\x1f`` byte is cut off
