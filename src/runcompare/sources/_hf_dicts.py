@@ -52,7 +52,8 @@ def _numbers(printed: pl.Series) -> pl.Series:
 
 def read_dicts(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """One row per dict on the lines in ``rows`` (its offset, kind, epoch and ``bar_before``
-    passed on from ``rows``; unreadable ones marked ``bad``) and one row per entry of the readable ones.
+    passed on from ``rows``; unreadable ones marked ``bad``) and one row per entry of the
+    readable ones.
 
     Fast path: a line that ends with its only dict, whose entries are the keys of the chunk's
     first such dict in the same order, is split at ``, '`` with no regex

@@ -34,7 +34,8 @@ try:
 except ImportError:  # built without a C compiler: the polars parsers read every line
     _scan = None
 
-__all__ = ["NATIVE", "SLOTS", "Layout", "Piece", "checked", "first", "pieces", "scan"]
+__all__ = ["MAX_LAYOUTS", "NATIVE", "SLOTS", "Layout", "Piece", "checked", "first", "pieces",
+           "scan"]
 
 #: Whether the native scanner is used (built, and not turned off with ``RUNCOMPARE_PURE=1``).
 NATIVE = _scan is not None and os.environ.get("RUNCOMPARE_PURE", "") in ("", "0")
@@ -48,6 +49,9 @@ NATIVE = _scan is not None and os.environ.get("RUNCOMPARE_PURE", "") in ("", "0"
 Piece = tuple[str, str]
 _OPS = {"lit": 1, "ws": 2, "num": 3, "ts": 4, "skipto": 5, "skiplast": 6, "end": 7, "int": 8,
         "pos": 9, "not": 10, "upto": 11}
+#: Layouts tried per chunk (by the scanner, and by the polars field splitter) before the general
+#: path reads the rest.
+MAX_LAYOUTS = 4
 #: The kinds of piece that give a number.
 SLOTS = ("num", "int", "ts", "pos")
 _TOKEN = re.compile(r"(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,6})?(?!\d))"

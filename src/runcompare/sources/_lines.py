@@ -11,7 +11,7 @@ source's vectorised ``parse`` function, which keeps only the rows it needs (one 
 by name). Line numbers are counted per chunk and made the file's once all chunks are in;
 memory holds two chunks plus the kept rows, whatever the size of the log; nothing loops over
 lines in Python. The same module holds the other shared pieces: number and timestamp
-parsing, splitting ``key: value | ...`` fields, leg numbering, the unparsed-lines finding and
+parsing, leg numbering, the unparsed-lines finding and
 the choice of files (never W&B's own).
 
 The CSV reader is told that the field separator is ``\\x1f`` (ASCII unit separator) and that
@@ -42,8 +42,8 @@ from . import _layout
 from ._files import writable
 from ._layout import Layout
 
-__all__ = ["CHUNK_BYTES", "HEAD_BYTES", "KEY", "Lines", "canonical_key", "clean_text",
-           "compile_pattern", "delimited_fields", "head",
+__all__ = ["CHUNK_BYTES", "HEAD_BYTES", "Lines", "canonical_key", "clean_text",
+           "compile_pattern", "head",
            "log_files", "number", "number_legs", "read_lines", "split_cr", "timestamp",
            "to_raw", "unparsed_finding"]
 
@@ -167,10 +167,10 @@ def read_lines(path: Path, parse: Callable[[pl.DataFrame], Parsed], *,
     Each chunk reaches ``parse`` as a frame of ``line`` (Int64, 1-based) and ``text`` (String;
     null for an empty line). With ``layout`` (the source's :class:`~._layout.Layout` of the
     lines of a chunk's bytes like its sample line, or None), the lines it matches are read by
-    the native scanner, up to :data:`MAX_LAYOUTS` layouts per chunk, ``parse`` gets the other
-    lines only, and ``merge`` puts the scanner's rows (a frame per layout) into what ``parse``
-    gave (:func:`into` one frame of it, or the source's own). Raises :class:`InputError` for an unreadable or
-    empty file.
+    the native scanner, up to :data:`~._layout.MAX_LAYOUTS` layouts per chunk, ``parse`` gets
+    the other lines only, and ``merge`` puts the scanner's rows (a frame per layout) into what
+    ``parse`` gave (:func:`into` one frame of it, or the source's own). Raises
+    :class:`InputError` for an unreadable or empty file.
     """
     try:
         if path.stat().st_size == 0:
@@ -282,7 +282,7 @@ def _read_chunk(span: tuple[int, int], *, read: Callable[[tuple[int, int]], byte
     data = read(span)
     scanned: list[pl.DataFrame] = []
     count, index = None, None  # index: the chunk's line index of each line left in data
-    for _ in range(MAX_LAYOUTS if layout else 0):
+    for _ in range(_layout.MAX_LAYOUTS if layout else 0):
         found = layout(data)
         if found is None:
             break
@@ -296,7 +296,8 @@ def _read_chunk(span: tuple[int, int], *, read: Callable[[tuple[int, int]], byte
         index = rest
         if not data:
             break
-    frame = pl.read_csv(bytes(data), **_CSV) if data else pl.DataFrame(schema={"text": pl.String})  # type: ignore[call-overload]
+    frame = (pl.read_csv(bytes(data), **_CSV) if data  # type: ignore[call-overload]
+             else pl.DataFrame(schema={"text": pl.String}))
     line = pl.Series("line", index + 1 if index is not None else np.arange(1, frame.height + 1))
     frame = frame.select(line, "text")
     garbled = frame.filter(pl.col("text").str.contains("\ufffd", literal=True))
@@ -478,88 +479,6 @@ def unparsed_finding(path: Path, bad: pl.DataFrame, what: str,
 def _snippet(text: str | None, width: int = 80) -> str:
     text = repr(text or "")[1:-1]
     return text if len(text) <= width else text[:width - 1] + "…"
-
-
-#: Prefix of the key columns of :func:`delimited_fields`.
-KEY = "k:"
-#: Field layouts :func:`delimited_fields` tries per chunk before the general (slower) path.
-MAX_LAYOUTS = 4
-
-
-def delimited_fields(rows: pl.DataFrame, *, sep: str, kv: str) -> pl.DataFrame:
-    """Split lines of ``head sep key kv value sep key kv value ...`` into columns.
-
-    Returns ``line``, ``head`` (the text before the first ``sep``), ``bad`` (a field without
-    ``kv``) and one String column per key, named ``KEY + key``, holding the stripped value.
-    Fast path: a run prints the same keys in the same order on every line, so the most common
-    layout is matched with ``split_exact`` and prefix checks (no regex); lines of another
-    layout take the next round, and after :data:`MAX_LAYOUTS` rounds the rest are split field
-    by field.
-
-    >>> rows = pl.DataFrame({"line": [1, 2], "text": ["it 1 | a: 2 | b:  3 |", "it 2 | c: 4"]})
-    >>> out = delimited_fields(rows, sep="|", kv=":").sort("line")
-    >>> out.select("line", "head", "k:a", "k:b", "k:c").rows()
-    [(1, 'it 1 ', '2', '3', None), (2, 'it 2 ', None, None, '4')]
-    """
-    text = pl.col("text")
-    rows = rows.with_columns(n=text.str.count_matches(sep, literal=True))
-    parts: list[pl.DataFrame] = []
-    for _ in range(MAX_LAYOUTS):
-        if rows.is_empty():
-            break
-        counts = rows.get_column("n")
-        modal = int(counts.mode().min())  # type: ignore[arg-type]
-        is_modal = counts == modal
-        sample = rows.get_column("text")[int(is_modal.arg_max())]  # type: ignore[arg-type]
-        layout = _field_prefixes(sample, sep, kv)
-        loose = any(part.strip() and kv not in part for part in sample.split(sep)[1:])
-        # most chunks hold one layout only: no filtering copies then
-        modal_rows = rows if is_modal.all() else rows.filter(is_modal)
-        split = modal_rows.select("line", "text", "n",
-                                  fields=text.str.split_exact(sep, modal)).unnest("fields")
-        match = split.select(pl.all_horizontal(
-            True, *(pl.col(f"field_{index}").str.starts_with(prefix) for index, prefix in layout)
-        )).to_series()
-        matched = split if match.all() else split.filter(match)
-        parts.append(matched.select(
-            "line", head="field_0", bad=pl.lit(loose),
-            **{KEY + prefix[:-len(kv)].strip(): pl.col(f"field_{index}")
-               .str.slice(len(prefix)).str.strip_chars() for index, prefix in layout}))
-        if matched.height == rows.height:
-            rows = rows.clear()
-            break
-        rest = [split.filter(~match).select(rows.columns)] \
-            if matched.height < split.height else []
-        rows = pl.concat([rows.filter(~is_modal), *rest])
-    if not rows.is_empty():
-        parts.append(_fields_one_by_one(rows, sep, kv))
-    if not parts:
-        return pl.DataFrame(schema={"line": pl.Int64, "head": pl.String, "bad": pl.Boolean})
-    out = pl.concat(parts, how="diagonal_relaxed")
-    return out.sort("line") if len(parts) > 1 else out
-
-
-def _field_prefixes(sample: str, sep: str, kv: str) -> list[tuple[int, str]]:
-    """(field index, ``" key:"`` prefix) of each key-value field of one line."""
-    return [(i, part[:part.index(kv) + len(kv)]) for i, part in enumerate(sample.split(sep))
-            if i > 0 and kv in part and part.split(kv, 1)[0].strip()]
-
-
-def _fields_one_by_one(rows: pl.DataFrame, sep: str, kv: str) -> pl.DataFrame:
-    parts = (rows.select("line", part=pl.col("text").str.split(sep))
-             .with_columns(index=pl.int_ranges(pl.col("part").list.len()))
-             .explode("part", "index"))
-    heads = parts.filter(pl.col("index") == 0).select("line", head="part")
-    fields = parts.filter((pl.col("index") > 0) & (pl.col("part").str.strip_chars() != ""))
-    at = pl.col("part").str.find(kv, literal=True)
-    fields = fields.select("line", key=KEY + pl.col("part").str.head(at).str.strip_chars(),
-                           value=pl.col("part").str.slice(at + len(kv)).str.strip_chars())
-    bad = fields.group_by("line").agg(bad=pl.col("key").is_null().any()
-                                      | (pl.col("key") == KEY).any())
-    wide = (fields.filter(pl.col("key").is_not_null() & (pl.col("key") != KEY))
-            .pivot(on="key", index="line", values="value", aggregate_function="first"))
-    return heads.join(bad, on="line", how="left").join(wide, on="line", how="left") \
-        .with_columns(pl.col("bad").fill_null(False))
 
 
 def compile_pattern(pattern: str) -> list[str]:

@@ -42,8 +42,8 @@ from ..errors import InputError
 from ..facts import facts_from_config
 from ..model import Fact, Finding, RawLog
 from . import _layout, _lines
+from ._fields import KEY, delimited_fields
 from ._layout import Layout, Piece
-from ._lines import KEY
 
 __all__ = ["claims", "files", "read"]
 
@@ -100,7 +100,7 @@ def _parse(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
                             & text.str.contains("|", literal=True) & ~is_valid).to_series()
     # nearly every line of a long log is a train line: no filtering copies then
     every = bool(is_train.all())
-    train = _lines.delimited_fields(frame if every else frame.filter(is_train), sep="|", kv=":")
+    train = delimited_fields(frame if every else frame.filter(is_train), sep="|", kv=":")
     keys = [c for c in train.columns if c.startswith(KEY)]
     values = train.select(pl.col(c).cast(pl.Float64, strict=False) for c in keys)
     failed: pl.Expr | pl.Series = pl.lit(False)
