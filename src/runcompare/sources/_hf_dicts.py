@@ -17,7 +17,7 @@ import polars as pl
 
 from . import _lines
 
-__all__ = ["DICT_KEYS", "read_dicts"]
+__all__ = ["DICT_KEYS", "keys_of", "read_dicts"]
 
 #: How a dict the Trainer prints starts.
 DICT_KEYS = ("{'loss'", "{'eval_", "{'train_runtime'", "{'grad_norm'", "{'learning_rate'")
@@ -48,6 +48,15 @@ def _numbers(printed: pl.Series) -> pl.Series:
         value = value.scatter(where, pl.select(_lines.number(pl.lit(printed.gather(where))))
                               .to_series())
     return value
+
+
+def keys_of(printed: str) -> list[str]:
+    """The keys of the entries of a printed dict, in order.
+
+    >>> keys_of("{'loss': '2.346', 'grad_norm': 0.54, 'epoch': '0.01'}")
+    ['loss', 'grad_norm', 'epoch']
+    """
+    return [item.split("': ", 1)[0][1:] for item in re.findall(_ITEM, printed)]
 
 
 def read_dicts(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -86,7 +95,7 @@ def _layout_dicts(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame] | Non
     of ``rows`` is left to the regex path."""
     sample = rows.get_column("last")[0]
     items = re.findall(_ITEM, sample)
-    keys = [item.split("': ", 1)[0][1:] for item in items]
+    keys = keys_of(sample)
     if not keys or "{" + ", ".join(items) + "}" != sample:
         return None
     fields = pl.col("last").str.split_exact(", '", len(keys) - 1)

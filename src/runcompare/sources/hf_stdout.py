@@ -45,10 +45,10 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ..errors import InputError, MissingInfoError
+from ..errors import InputError
 from ..model import RAW_SCHEMA, Fact, Finding, RawLog
-from . import _layout, _lines
-from ._hf_dicts import _ITEM, DICT_KEYS, read_dicts
+from . import _hf_steps, _layout, _lines
+from ._hf_dicts import DICT_KEYS, keys_of, read_dicts
 from ._layout import Layout, Piece
 from .hf_trainer import canonical_name
 
@@ -170,7 +170,7 @@ def _dict_line_layout(sample: str) -> Layout | None:
     if bar is None or opening < 0 or not before[:bar.start()].endswith("| ") \
             or before.find("| ", opening + 1) != bar.start() - 2:
         return None
-    keys = [item.split("': ", 1)[0][1:] for item in re.findall(_ITEM, "{'" + entries)]
+    keys = keys_of("{'" + entries)
     head, values = _layout.pieces(before[:opening + 1]), _layout.pieces("{'" + entries)
     if not keys or [kind for kind, _ in values if kind in _layout.SLOTS] != ["num"] * len(keys):
         return None  # a value that is not a number, or a number in a key
@@ -253,9 +253,9 @@ def _assemble(path: Path, logs: list[Path], events: pl.DataFrame, pairs: pl.Data
     events = events.filter(pl.col("ev").ne("dict") | ~pl.col("bad"))
     events = events.with_columns(_legs(events))
     info = _info(events)
-    steps, step_findings = _steps(events, info, hints, logs[0])
+    steps, step_findings = _hf_steps.steps(events, info, hints, logs[0])
     findings += step_findings
-    findings += _epoch_check(steps, info, logs[0])
+    findings += _hf_steps.epoch_check(steps, info, logs[0])
     names = _names(pairs, values)
     scalars = pl.concat([_points(pairs, steps, names), _value_points(values, steps, names)])
     finding = _lines.unparsed_finding(logs[0] if len(logs) == 1 else path, bad,
@@ -359,212 +359,6 @@ def _info(events: pl.DataFrame) -> dict[str, Any]:
     rows = rows.group_by("leg", "label", maintain_order=True).first().sort("leg")
     return {INFO[label]: int(amount.replace(",", "")) for label, amount in
             rows.select("label", "amount").iter_rows()}
-
-
-def _steps(events: pl.DataFrame, info: dict[str, Any], hints: dict[str, Any],
-           file: Path) -> tuple[pl.DataFrame, list[Finding]]:
-    """pos, off, leg, kind, epoch and step of every dict that gets a step (module docstring)."""
-    findings: list[Finding] = []
-    per = events.filter(ev="dict")
-    total, divisor = _bar_total(per, info, findings, file)
-    per = per.with_columns(bar_step=pl.when(pl.col("total") == (total or -1))
-                           .then(pl.col("n") // divisor))
-    buffered = per.filter(pl.col("glued") & (pl.col("kind") == "train")).get_column("leg").unique()
-    if buffered.len():
-        per = per.with_columns(bar_step=pl.when(pl.col("leg").is_in(buffered.implode()))
-                               .then(None).otherwise("bar_step"))
-        findings.append(Finding("warning", "stdout-buffered",
-                                f"{file}: the Trainer's dicts came in blocks with no progress "
-                                "bar between them (stdout was buffered: run python -u); their "
-                                "steps are counted with logging_steps instead"))
-    resume = events.filter(pl.col("resume").is_not_null()).group_by("leg").agg(
-        start=pl.col("resume").last())
-    starts = dict(resume.select("leg", "start").iter_rows())  # a leg or two: no join
-    per = per.with_columns(start=pl.col("leg").replace_strict(starts, default=0,
-                                                              return_dtype=pl.Int64)
-                           if starts else pl.lit(0, pl.Int64))
-    per = _counted(per, _logging_steps(per, info, hints, findings, file), hints, findings, file)
-    per = _fill_gaps(per, findings, file)
-    known = pl.when(pl.col("kind").is_in(["train", "eval"])).then("step")
-    per = per.with_columns(last=_in_leg(known.forward_fill(), per))
-    at_end = pl.coalesce(pl.lit(info.get("max_steps"), pl.Int64), "last")
-    per = per.with_columns(step=pl.when(pl.col("step").is_null() & (pl.col("kind") == "summary"))
-                           .then(at_end).otherwise(pl.coalesce("step", "last")))
-    missing = per.filter(pl.col("step").is_null() & pl.col("kind").is_in(["train", "eval"]))
-    if missing.height:
-        what = missing.get_column("kind")[0]
-        key = "logging_steps" if what == "train" else "eval_steps"
-        raise MissingInfoError(
-            f"{file}: {missing.height} of the Trainer's {what} logs carry no step and no "
-            f"progress bar tells it (first at line {missing.get_column('line')[0]}); pass "
-            f"--set {key}=N (the run's TrainingArguments.{key}) or write `{key} = N` in a "
-            "runcompare.toml beside the log")
-    return per.filter(pl.col("step").is_not_null()), findings
-
-
-def _bar_total(per: pl.DataFrame, info: dict[str, Any], findings: list[Finding],
-               file: Path) -> tuple[int | None, int]:
-    """The training bar's total and what to divide its count by to get optimizer steps."""
-    max_steps, accum = info.get("max_steps"), info.get("grad_accum")
-    seen = per.filter(kind="train").get_column("total").drop_nulls()
-    seen = _mode(seen) if seen.len() else None
-    if max_steps and accum and accum > 1 and seen == max_steps * accum:
-        findings.append(Finding(
-            "info", "bar-counts-micro-steps",
-            f"{file}: the progress bar counts {seen} micro-steps (Total optimization steps "
-            f"{max_steps} × Gradient Accumulation steps {accum}); its count ÷ {accum} is the step"))
-        return seen, accum
-    if max_steps and seen is not None and seen != max_steps:
-        findings.append(Finding(
-            "warning", "bar-total-mismatch",
-            f"{file}: the progress bar's total {seen} is neither Total optimization steps "
-            f"{max_steps} nor that × the accumulation; its counts are not used as steps"))
-        return max_steps, 1
-    return seen if seen is not None else max_steps, 1
-
-
-def _logging_steps(per: pl.DataFrame, info: dict[str, Any], hints: dict[str, Any],
-                   findings: list[Finding], file: Path) -> int | None:
-    """logging_steps from the hints, else (when some train log lacks a bar step) from the
-    epoch advance between train logs × Num update steps per epoch."""
-    given = _int(hints.get("logging_steps"))
-    train = per.filter(kind="train")
-    if given or info.get("steps_per_epoch") is None or \
-            train.get_column("bar_step").null_count() == 0:
-        return given
-    advance = train.select(_in_leg(pl.col("epoch").diff(), train) * info["steps_per_epoch"])
-    advance = advance.to_series().drop_nulls()
-    advance = advance.filter(advance > 0.5)
-    if advance.is_empty():
-        return None
-    every = round(float(advance.median()))  # type: ignore[arg-type]
-    if every < 1 or (advance - every).abs().max() > 0.05 * every + 0.01:  # type: ignore[operator]
-        return None
-    findings.append(Finding("info", "logging-steps-from-epoch",
-                            f"{file}: logging_steps {every} inferred from the epoch advance "
-                            f"between train logs × {info['steps_per_epoch']} update steps per "
-                            "epoch; pass --set logging_steps=N to state it"))
-    return every
-
-
-def _counted(per: pl.DataFrame, logging_steps: int | None, hints: dict[str, Any],
-             findings: list[Finding], file: Path) -> pl.DataFrame:
-    """Steps from the progress bar, else from logging_steps / eval_steps counting."""
-    out = per.with_columns(step=pl.col("bar_step"))
-    for kind, key, every in (("train", "logging_steps", logging_steps),
-                             ("eval", "eval_steps", _int(hints.get("eval_steps")))):
-        if every is None:
-            continue
-        is_kind = pl.col("kind") == kind
-        k = _in_leg(is_kind.cast(pl.Int64).cum_sum(), per)
-        out = out.with_columns(counted=pl.when(is_kind).then((pl.col("start") // every + k)
-                                                             * every))
-        wrong = out.filter(pl.col("counted") != pl.col("bar_step"))
-        if wrong.height:
-            row = wrong.row(0, named=True)
-            findings.append(Finding(
-                "warning", "step-mismatch",
-                f"{file}: {key}={every} puts {wrong.height} {kind} logs at other steps than the "
-                f"progress bar (first: step {row['counted']} vs {row['bar_step']}); using the "
-                "progress bar"))
-        out = out.with_columns(step=pl.coalesce("step", "counted")).drop("counted")
-    train = pl.when(pl.col("kind") == "train")
-    prev_step = _in_leg(train.then("step").forward_fill(), per)
-    prev_epoch = _in_leg(train.then("epoch").forward_fill(), per)
-    same = (pl.col("kind") == "eval") & pl.col("step").is_null() & (pl.col("epoch") == prev_epoch)
-    return out.with_columns(step=pl.when(same).then(prev_step).otherwise("step"))
-
-
-def _fill_gaps(per: pl.DataFrame, findings: list[Finding], file: Path) -> pl.DataFrame:
-    """Train logs without a step while others have one (a log cut right after a dict): the
-    previous train step + the most common interval between train steps."""
-    train = per.filter(kind="train")
-    gaps = train.filter(pl.col("step").is_null())
-    if gaps.is_empty() or gaps.height == train.height:
-        return per
-    diffs = train.select(_in_leg(pl.col("step").diff(), train)).to_series().drop_nulls()
-    diffs = diffs.filter(diffs > 0)
-    if diffs.is_empty():
-        return per
-    every = _mode(diffs)
-    findings.append(Finding("info", "step-from-interval",
-                            f"{file}: {gaps.height} train log(s) had no progress bar after them "
-                            f"(the log ends or was cut there); each was put one logging "
-                            f"interval ({every} steps, as the bar shows) after the one before"))
-    # per gap: k, its train log's number in the leg, and the last train log before it in the
-    # leg with a step (legs are runs of rows: the rows are in file order)
-    is_train = per.select(pl.col("kind").eq("train").fill_null(False)).to_series().to_numpy()
-    step = per.get_column("step")
-    known = is_train & step.is_not_null().to_numpy()
-    leg = per.get_column("leg").to_numpy()
-    first = np.flatnonzero(np.r_[True, leg[1:] != leg[:-1]])
-    counted = np.cumsum(is_train)
-    k = counted - np.repeat(counted[first] - is_train[first], np.diff(np.r_[first, len(leg)]))
-    rows = np.arange(len(leg))
-    last = np.maximum.accumulate(np.where(known, rows, -1))
-    gap = np.flatnonzero(is_train & ~known)
-    before = last[gap]
-    same_leg = (before >= 0) & (leg[np.maximum(before, 0)] == leg[gap])
-    steps = step.fill_null(0).to_numpy()
-    start = per.get_column("start").to_numpy()
-    guess = np.where(same_leg, steps[np.maximum(before, 0)] + (k[gap] - k[np.maximum(before, 0)])
-                     * every, (start[gap] // every + k[gap]) * every)
-    return per.with_columns(step.scatter(gap, guess))
-
-
-def _in_leg(expr: pl.Expr, frame: pl.DataFrame) -> pl.Expr:
-    """``expr`` computed within each leg of ``frame``: a window over the legs only when there
-    are several (a window hashes every row, a costly no-op for a log of one leg)."""
-    legs = frame.get_column("leg")
-    return expr.over("leg") if legs.len() and legs.min() != legs.max() else expr
-
-
-def _mode(values: pl.Series) -> int:
-    """The most common of some integers (the smallest of a tie); at once when all are equal."""
-    low = values.min()
-    if low == values.max():
-        return int(low)  # type: ignore[arg-type]
-    return int(values.mode().min())  # type: ignore[arg-type]
-
-
-def _by_leg(frame: pl.DataFrame) -> list[tuple[int, pl.DataFrame]]:
-    """``frame``'s rows per leg, in order (no partitioning copy for a log of one leg)."""
-    legs = frame.get_column("leg")
-    if legs.is_empty() or legs.min() == legs.max():
-        return [(int(legs[0]), frame)] if legs.len() else []
-    return [(leg, rows) for (leg,), rows in frame.group_by("leg", maintain_order=True)]
-
-
-def _int(value: object) -> int | None:
-    try:
-        number = int(value)  # type: ignore[call-overload]
-    except (TypeError, ValueError):
-        return None
-    return number if number >= 1 else None
-
-
-def _epoch_check(per: pl.DataFrame, info: dict[str, Any], file: Path) -> list[Finding]:
-    """Warn where the logged epoch does not advance evenly with the reconstructed step."""
-    train = per.filter((pl.col("kind") == "train") & pl.col("epoch").is_not_null())
-    findings = []
-    spe = info.get("steps_per_epoch")
-    for leg, rows in _by_leg(train):
-        if rows.get_column("step").min() == rows.get_column("step").max():
-            continue
-        first, last = rows.row(0, named=True), rows.row(-1, named=True)
-        rate = (last["epoch"] - first["epoch"]) / (last["step"] - first["step"])
-        tol = pl.max_horizontal(pl.col("epoch").abs() * 6e-4, pl.lit(0.0051)) + 0.0051
-        off = rows.filter((pl.col("epoch") - first["epoch"]
-                           - rate * (pl.col("step") - first["step"])).abs() > tol)
-        if off.height or (spe and abs(rate * spe - 1) > 0.02):
-            row = off.row(0, named=True) if off.height else last
-            per_epoch = f"; the log says {spe} update steps per epoch" if spe else ""
-            findings.append(Finding(
-                "warning", "epoch-mismatch",
-                f"{file}: leg {leg}: the logged epoch does not advance evenly with the "
-                f"reconstructed steps (epoch {row['epoch']} at step {row['step']}, "
-                f"{rate:.6g} epochs per step{per_epoch}); check --set logging_steps"))
-    return findings
 
 
 def _leg_starts(events: pl.DataFrame) -> dict[int, int]:
