@@ -35,7 +35,7 @@ def _scan(data: bytes, program: list[_layout.Piece], slots: int):
     count, matched, values, rest, rest_lines = _layout._scan.scan(
         data, _layout._compile([*program, ("end", "")]), slots)
     return (count, np.frombuffer(matched, np.int64).tolist(),
-            np.frombuffer(values, np.float64).reshape(-1, slots).tolist(), rest,
+            np.frombuffer(values, np.float64).reshape(-1, slots).tolist() if slots else [], rest,
             np.frombuffer(rest_lines, np.int64).tolist())
 
 
@@ -68,6 +68,22 @@ def test_skips_and_timestamps():
         assert _scan(bad, program, 3)[1] == [], bad
 
 
+def test_guards_offsets_and_literals_of_common_bytes():
+    program = [("not", "| 0/"), ("not", " = "), ("skipto", "| "), ("int", "5"), ("upto", "{'"),
+               ("pos", ""), ("lit", "{'loss': "), ("num", "2"), ("lit", "}")]
+    lines = ["50%|█████     | 5/10 [00:01, 9.1it/s]\r{'loss': 2.5}",  # read
+             "  0%|          | 0/10 [00:00<?, ?it/s]\r 50%|█████     | 5/10 [00:01]\r{'loss': 1}",
+             "50%|█████     | 5/10 [00:01]\r Num examples = 64 {'loss': 3}",  # guarded
+             "50%|█████     | 5/10 [00:01]\r{'loss': 3} trailing"]  # not read to its end
+    count, matched, values, _, rest_lines = _scan("\n".join(lines).encode(), program, 3)
+    offset = len(lines[0].encode()) - len("{'loss': 2.5}")
+    assert (count, matched, values, rest_lines) == (4, [0], [[5, offset, 2.5]], [1, 2, 3])
+    # a literal of common bytes only (digits, | and /) is found 16 bytes at a time
+    long = ("9" * 40 + "| 1/2 " + "7" * 40 + "| 10/ ").encode()
+    hit = _scan(long + b"\n", [("skipto", "| 10/"), ("lit", " ")], 0)
+    assert hit[1] == [0] and _scan(long + b"\n", [("not", "| 10/")], 0)[1] == []
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.floats(allow_nan=False, allow_infinity=False, width=64),
        st.sampled_from(["{!r}", "{:.6E}", "{:.4g}", "{:.3f}", "{:e}", "{:.17g}"]))
@@ -88,8 +104,11 @@ def test_timestamps_are_read_as_polars_reads_them():
     assert got == expected
 
 
-def _both(read, path, monkeypatch, **kwargs):
-    """``read(path)`` with the scanner, and without it; also how many rows the scanner gave."""
+def _both(read, path, monkeypatch, *, chunk=None):
+    """``read(path)`` with the scanner, and without it (in chunks of ``chunk`` bytes if
+    given); also how many rows the scanner gave."""
+    if chunk:
+        monkeypatch.setattr(_lines, "CHUNK_BYTES", chunk)
     scanned = []
     real_scan = _layout.scan
 
@@ -100,9 +119,9 @@ def _both(read, path, monkeypatch, **kwargs):
 
     monkeypatch.setattr(_layout, "scan", counting)
     monkeypatch.setattr(_layout, "NATIVE", True)  # also under RUNCOMPARE_PURE=1
-    native = read(path, **kwargs)
+    native = read(path)
     monkeypatch.setattr(_layout, "NATIVE", False)
-    pure = read(path, **kwargs)
+    pure = read(path)
     monkeypatch.setattr(_layout, "NATIVE", True)
     return native, pure, sum(scanned)
 
@@ -119,9 +138,7 @@ def _same(native, pure):
 @pytest.mark.parametrize("path", MEGATRON, ids=lambda p: p.name)
 @pytest.mark.parametrize("chunk", [None, 700])
 def test_megatron_logs_read_the_same_with_and_without_the_scanner(path, chunk, monkeypatch):
-    if chunk:
-        monkeypatch.setattr(_lines, "CHUNK_BYTES", chunk)
-    native, pure, scanned = _both(megatron.read, path, monkeypatch)
+    native, pure, scanned = _both(megatron.read, path, monkeypatch, chunk=chunk)
     _same(native, pure)
     lines = sum(1 for line in path.joinpath("train.log").open(errors="replace")
                 if " iteration " in line and "loss at" not in line)
@@ -131,8 +148,7 @@ def test_megatron_logs_read_the_same_with_and_without_the_scanner(path, chunk, m
 def test_the_benchmark_megatron_log_reads_the_same(tmp_path, monkeypatch):
     log = tmp_path / "megatron.log"
     text_ingest.write_megatron(log, 3000)
-    monkeypatch.setattr(_lines, "CHUNK_BYTES", 64 << 10)
-    native, pure, scanned = _both(megatron.read, log, monkeypatch)
+    native, pure, scanned = _both(megatron.read, log, monkeypatch, chunk=64 << 10)
     _same(native, pure)
     assert scanned == 3000 and native.points == 30_000
 
@@ -153,9 +169,7 @@ def test_chunks_cover_the_file_whatever_its_end(tmp_path, reuse):
 @pytest.mark.parametrize("path", HF, ids=lambda p: f"{p.parent.name}/{p.name}")
 @pytest.mark.parametrize("chunk", [None, 600])
 def test_hf_stdout_reads_the_same_with_and_without_the_scanner(path, chunk, monkeypatch):
-    if chunk:
-        monkeypatch.setattr(_lines, "CHUNK_BYTES", chunk)
-    native, pure, scanned = _both(hf_stdout.read, path, monkeypatch)
+    native, pure, scanned = _both(hf_stdout.read, path, monkeypatch, chunk=chunk)
     _same(native, pure)
     dicts = pure.scalars.filter(metric="train/loss").height
     # a leg's first dict shares its line with the bar at 0 (| 0/): the parser reads that one
@@ -165,7 +179,6 @@ def test_hf_stdout_reads_the_same_with_and_without_the_scanner(path, chunk, monk
 def test_the_benchmark_hf_stdout_reads_the_same(tmp_path, monkeypatch):
     log = tmp_path / "train.log"
     total = text_ingest.write_hf(log, 300_000)
-    monkeypatch.setattr(_lines, "CHUNK_BYTES", 64 << 10)
-    native, pure, scanned = _both(hf_stdout.read, log, monkeypatch)
+    native, pure, scanned = _both(hf_stdout.read, log, monkeypatch, chunk=64 << 10)
     _same(native, pure)
     assert native.points == total // 10 * 4 and scanned == total // 10
