@@ -58,8 +58,8 @@ def test_a_line_matches_only_when_the_program_reads_it_to_its_end():
 
 
 def test_skips_and_timestamps():
-    program = [("skipto", "| "), ("int", "3"), ("lit", "/"), ("int", "9"), ("skiplast", "\r"),
-               ("lit", "["), ("ts", ""), ("lit", "]")]
+    program = [("skipto", "| "), ("int", "3"), ("lit", "/"), ("int", "9"), ("upto", "\r["),
+               ("lit", "\r["), ("ts", ""), ("lit", "]")]
     data = "30%|███ | 3/9 [00:01]\r 40%|████ | 4/9\r[2024-02-29 23:59:59.25]\n".encode()
     _, matched, values, _, _ = _scan(data, program, 3)
     assert matched == [0] and values == [[3, 9, 1709251199.25]]

@@ -10,8 +10,8 @@ consumes from start to end gives its numbers, any other line is handed back, who
 source's polars parser, which reads every line the same way it always did. So the scanner is
 only an accelerator for the common layout, and it is held to give what that parser gives:
 :func:`checked` makes a layout only when the scanner's row for the sample line equals the
-parser's row for it, and the tests run every text log through both paths
-(``RUNCOMPARE_PURE=1`` turns the scanner off). One difference: the bytes a program skips
+parser's row for it, and the tests run every real Megatron and HF stdout log through both
+paths (``RUNCOMPARE_PURE=1`` turns the scanner off). One difference: the bytes a program skips
 (the progress-bar redraws between a dict line's first bar and its dict) are not checked to be
 UTF-8, so a line whose only bad bytes lie there is read, not counted in the ``not-utf8``
 finding.
@@ -43,15 +43,14 @@ __all__ = ["MAX_LAYOUTS", "NATIVE", "SLOTS", "Layout", "Piece", "checked", "firs
 #: Whether the native scanner is used (built, and not turned off with ``RUNCOMPARE_PURE=1``).
 NATIVE = _scan is not None and os.environ.get("RUNCOMPARE_PURE", "") in ("", "0")
 
-#: (kind, text): ``lit`` text, ``ws`` (any run of spaces, none included), ``num``/``int`` (a
-#: number: a slot), ``ts`` (``YYYY-MM-DD HH:MM:SS[.f]``: a slot), ``skipto``/``skiplast``
-#: (everything up to the first/last ``text``), ``upto`` (everything before the first ``text``),
-#: ``end`` (trailing spaces, the end of the line),
-#: ``pos`` (a slot: the byte offset reached in the line), ``not`` (``text`` is nowhere in the
-#: rest of the line).
+#: (kind, text): ``lit`` (``text``), ``ws`` (any run of spaces, none included), ``num`` and
+#: ``int`` (a number: a slot), ``ts`` (``YYYY-MM-DD HH:MM:SS[.f]``: a slot), ``pos`` (a slot:
+#: the byte offset reached in the line), ``skipto`` (everything up to and including the first
+#: ``text``), ``upto`` (everything before it), ``not`` (``text`` is nowhere in the rest of
+#: the line), ``end`` (trailing spaces, the end of the line).
 Piece = tuple[str, str]
-_OPS = {"lit": 1, "ws": 2, "num": 3, "ts": 4, "skipto": 5, "skiplast": 6, "end": 7, "int": 8,
-        "pos": 9, "not": 10, "upto": 11}
+_OPS = {"lit": 1, "ws": 2, "num": 3, "ts": 4, "skipto": 5, "end": 6, "int": 7, "pos": 8,
+        "not": 9, "upto": 10}
 #: Layouts tried per chunk (by the scanner, and by the polars field splitter) before the general
 #: path reads the rest.
 MAX_LAYOUTS = 4
@@ -116,7 +115,7 @@ def _compile(program: Sequence[Piece]) -> bytes:
     out = bytearray()
     for kind, text in program:
         out.append(_OPS[kind])
-        if kind in ("lit", "skipto", "skiplast", "upto", "not"):
+        if kind in ("lit", "skipto", "upto", "not"):
             data = text.encode()
             if not 0 < len(data) < 1 << 16:
                 raise ValueError(f"a {kind} piece of {len(data)} bytes")

@@ -4,7 +4,7 @@
  * scan(data, program, slots) walks the lines of `data` (any bytes-like object) once. A line
  * matches `program` when the program's operations consume it from its first byte to its
  * end; a matching line yields `slots` numbers, an other line is copied, whole, into `rest`.
- * The operations (one byte each, a literal after LIT/SKIPTO/SKIPLAST/UPTO/NOT as 2-byte little-endian
+ * The operations (one byte each, a literal after LIT/SKIPTO/UPTO/NOT as 2-byte little-endian
  * length + bytes):
  *
  *   LIT s      the bytes s
@@ -13,7 +13,6 @@
  *   INT        -?[0-9]{1,15}                           -> a slot (exact)
  *   TS         YYYY-MM-DD[ T]HH:MM:SS([.,][0-9]{1,6})? -> a slot (unix seconds, read as UTC)
  *   SKIPTO s   everything up to and including the first s
- *   SKIPLAST s everything up to and including the last s of the line
  *   UPTO s     everything before the first s
  *   END        trailing spaces, then the line's end
  *   POS        nothing                                 -> a slot (the byte offset in the line)
@@ -30,8 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { OP_LIT = 1, OP_WS, OP_NUM, OP_TS, OP_SKIPTO, OP_SKIPLAST, OP_END, OP_INT, OP_POS,
-       OP_NOT, OP_UPTO };
+enum { OP_LIT = 1, OP_WS, OP_NUM, OP_TS, OP_SKIPTO, OP_END, OP_INT, OP_POS, OP_NOT, OP_UPTO };
 
 typedef struct {
     char *data;
@@ -250,8 +248,8 @@ static Py_ssize_t decode(const unsigned char *program, Py_ssize_t length, Op *op
         op->code = *p++;
         if (op->code < OP_LIT || op->code > OP_UPTO)
             return -1;
-        if (op->code == OP_LIT || op->code == OP_SKIPTO || op->code == OP_SKIPLAST
-            || op->code == OP_UPTO || op->code == OP_NOT) {
+        if (op->code == OP_LIT || op->code == OP_SKIPTO || op->code == OP_UPTO
+            || op->code == OP_NOT) {
             if (end - p < 2)
                 return -1;
             op->n = (size_t)p[0] | (size_t)p[1] << 8;
@@ -281,17 +279,6 @@ static const char *find(const char *p, const char *end, const Op *op) {
         return find_common(p, end, op->lit, op->n, op->i, op->j);
 #endif
     return find_rare(p, end, op->lit, op->n, op->i);
-}
-
-static const char *find_last(const char *p, const char *end, const char *s, size_t n) {
-    if ((size_t)(end - p) < n)
-        return NULL;
-    for (const char *at = end - n;; at--) {
-        if (*at == s[0] && memcmp(at, s, n) == 0)
-            return at;
-        if (at == p)
-            return NULL;
-    }
 }
 
 /* Whether the line [p, end) matches the program; its numbers into out. */
@@ -332,10 +319,8 @@ static int match(const char *p, const char *end, const Op *op, const Op *op_end,
             p += n;
             break;
         case OP_SKIPTO:
-        case OP_SKIPLAST:
         case OP_UPTO: {
-            const char *at = op->code == OP_SKIPLAST ? find_last(p, end, op->lit, n)
-                                                     : find(p, end, op);
+            const char *at = find(p, end, op);
             if (!at)
                 return 0;
             p = op->code == OP_UPTO ? at : at + n;
