@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runcompare.sources import _layout, _lines, hf_stdout, megatron
+from runcompare.sources import _layout, _lines, hf_stdout, megatron, nanogpt
 
 from .conftest import DATA, ROOT, SAMPLES
 
@@ -151,6 +151,15 @@ def test_the_benchmark_megatron_log_reads_the_same(tmp_path, monkeypatch):
     native, pure, scanned = _both(megatron.read, log, monkeypatch, chunk=64 << 10)
     _same(native, pure)
     assert scanned == 3000 and native.points == 30_000
+
+
+@pytest.mark.parametrize("chunk", [None, 500])
+def test_nanogpt_logs_read_the_same_with_and_without_the_scanner(chunk, monkeypatch):
+    path = DATA / "text" / "nanogpt"
+    native, pure, scanned = _both(nanogpt.read, path, monkeypatch, chunk=chunk)
+    _same(native, pure)
+    lines = sum(1 for line in path.joinpath("train.log").open() if line.startswith("iter "))
+    assert scanned == lines and pure.scalars.filter(metric="train/loss").height == lines
 
 
 @pytest.mark.parametrize("reuse", [False, True])

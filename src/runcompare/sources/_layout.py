@@ -1,7 +1,8 @@
 """The lines of a log that repeat one layout, read by a native scanner.
 
 A long log is mostly one line printed again and again with other numbers in it (Megatron's
-``iteration N/ M | key: value | ...``, the Trainer's dicts after their progress bars). A
+``iteration N/ M | key: value | ...``, nanoGPT's ``iter N: loss X, ...``, the Trainer's dicts
+after their progress bars). A
 source describes that line once per chunk, from a sample line of the chunk, as a
 :class:`Layout`: a small program of :data:`Piece`\\ s (literal text, spaces, a number, a
 timestamp, a skip to a literal) and, for each number, the column it fills. The scanner in
@@ -10,8 +11,8 @@ consumes from start to end gives its numbers, any other line is handed back, who
 source's polars parser, which reads every line the same way it always did. So the scanner is
 only an accelerator for the common layout, and it is held to give what that parser gives:
 :func:`checked` makes a layout only when the scanner's row for the sample line equals the
-parser's row for it, and the tests run every real Megatron and HF stdout log through both
-paths (``RUNCOMPARE_PURE=1`` turns the scanner off). One difference: the bytes a program skips
+parser's row for it, and the tests run every real Megatron, nanoGPT and HF stdout log
+through both paths (``RUNCOMPARE_PURE=1`` turns the scanner off). One difference: the bytes a program skips
 (the progress-bar redraws between a dict line's first bar and its dict) are not checked to be
 UTF-8, so a line whose only bad bytes lie there is read, not counted in the ``not-utf8``
 finding.

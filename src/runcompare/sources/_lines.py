@@ -135,14 +135,16 @@ def logs_at(path: Path, claims: Callable[[str], bool], *, missing: str) -> list[
     return logs
 
 
-def read_rows(logs: list[Path], parse: Callable[[pl.DataFrame], Parsed],
+def read_rows(logs: list[Path], parse: Callable[[pl.DataFrame], Parsed], *,
+              layout: Callable[[bytes], Layout | None] | None = None,
               ) -> tuple[pl.DataFrame, list[Finding]]:
-    """Every log's parsed rows in one frame, ``pos`` ordering them across files (the file's
-    index in the high bits, its line number in the low), and the reading findings."""
+    """Every log's parsed rows in one frame (the scanner's, with ``layout``, among them),
+    ``pos`` ordering them across files (the file's index in the high bits, its line number
+    in the low), and the reading findings."""
     parts: list[pl.DataFrame] = []
     findings: list[Finding] = []
     for index, file in enumerate(logs):
-        lines = read_lines(file, parse)
+        lines = read_lines(file, parse, layout=layout)
         parts.append(lines.rows.with_columns(pos=pl.col("line") + (index << 40)))
         findings += lines.findings(file)
     return pl.concat(parts, how="diagonal_relaxed"), findings

@@ -35,7 +35,8 @@ import polars as pl
 from ..errors import InputError
 from ..facts import facts_from_config
 from ..model import Fact, RawLog
-from . import _lines
+from . import _layout, _lines
+from ._layout import Layout, Piece
 
 __all__ = ["claims", "files", "read"]
 
@@ -72,7 +73,7 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
     """Every point of the nanoGPT log(s) at ``path``."""
     logs = _lines.logs_at(path, claims, missing="no nanoGPT log found (lines like 'iter 100: "
                           "loss 4.2134, time 120.00ms, mfu 30.00%')")
-    rows, findings = _lines.read_rows(logs, _parse)
+    rows, findings = _lines.read_rows(logs, _parse, layout=_iter_layout)
     rows = rows.sort("pos")
     rows = rows.with_columns(_lines.number_legs(rows, launch="launch", stepped="is_iter"))
     points = rows.filter(pl.col("step").is_not_null())
@@ -110,6 +111,35 @@ def _parse(frame: pl.DataFrame) -> pl.DataFrame:
     failed = (is_iter & pl.col("loss").is_null()) | (is_eval & pl.col("val").is_null())
     return out.with_columns(bad=failed | ((is_iter | is_eval) & step.is_null())).with_columns(
         text=pl.when("bad").then("text")).unnest("config")
+
+
+#: The word before each number of an ``iter`` line -> its column.
+_ITER_COLUMNS = {"iter": "step", "loss": "loss", "time": "time", "mfu": "mfu"}
+
+
+def _iter_layout(data: bytes) -> Layout | None:
+    """The layout of the chunk's first ``iter N: loss X, time Yms, mfu Z%`` line: each number
+    the column of the word before it."""
+    return _layout.first(data, b"iter ", _iter_line_layout)
+
+
+def _iter_line_layout(sample: str) -> Layout | None:
+    if not sample.startswith("iter "):
+        return None
+    program: list[Piece] = []
+    columns: list[str | None] = []
+    word = ""
+    for kind, text in _layout.pieces(sample):
+        if kind == "lit":
+            words = re.findall(r"[a-z]+", text)
+            word = words[-1] if words else word
+        elif kind == "num":
+            columns.append(_ITER_COLUMNS.get(word))
+            kind = "int" if columns[-1] == "step" else kind
+        program.append((kind, text))
+    if None in columns or len(set(columns)) != len(columns):
+        return None
+    return _layout.checked(sample, program, columns, _parse)
 
 
 def _facts(rows: pl.DataFrame, logs: list[Path]) -> dict[str, Fact[Any]]:
