@@ -228,6 +228,10 @@ def _reader(handle: io.BufferedReader, size: int, *,
 
     def read(span: tuple[int, int]) -> bytes:
         start, count = span
+        if not hasattr(os, "pread"):  # Windows: a handle of the chunk's own to seek
+            with open(handle.name, "rb") as own:
+                own.seek(start)
+                return own.read(count)
         if not reuse or count > size or not hasattr(os, "preadv"):
             return _pread(fd, count, start)
         if not hasattr(local, "buffer"):
