@@ -210,12 +210,14 @@ def _merge(parsed: _lines.Parsed, scanned: list[pl.DataFrame]) -> _lines.Parsed:
                                   kind="kind", ev=pl.lit("dict")))
         marks.append(rows.select("line", has_dict=pl.lit(True), n="n", total="total"))
         values.append(rows.select("line", "off", *keys))
-    ordered = len(scanned) > 1 or parsed["marks"].height > 0
-    return {"events": pl.concat(events, how="diagonal_relaxed").sort("line", "off"),
-            "pairs": parsed["pairs"],
-            "values": pl.concat(values, how="diagonal_relaxed").sort("line")
-            if ordered else values[0],
-            "marks": pl.concat(marks).sort("line") if ordered else marks[-1]}
+    return {"events": _in_order(events, "line", "off"), "pairs": parsed["pairs"],
+            "values": _in_order(values, "line"), "marks": _in_order(marks, "line")}
+
+
+def _in_order(parts: list[pl.DataFrame], *by: str) -> pl.DataFrame:
+    """``parts`` (each in order) as one frame in order: sorted only when two hold rows."""
+    joined = pl.concat(parts, how="diagonal_relaxed")
+    return joined.sort(*by) if sum(part.height > 0 for part in parts) > 1 else joined
 
 
 def _with_bars(events: pl.DataFrame, marks: pl.DataFrame) -> pl.DataFrame:
