@@ -39,6 +39,12 @@ def _scan(data: bytes, program: list[_layout.Piece], slots: int):
             np.frombuffer(rest_lines, np.int64).tolist())
 
 
+def test_a_malformed_program_is_refused():
+    for program, slots in [(b"\x01\x05\x00ab", 0), (b"\x63", 0), (b"\x03", 2), (b"\x01", 0)]:
+        with pytest.raises(ValueError, match="malformed program"):
+            _layout._scan.scan(b"1\n", program, slots)
+
+
 def test_lines_are_counted_as_the_csv_reader_counts_them():
     for data in [b"a\nb\n", b"a\nb", b"\n\n\n", b"x\r\ny\r\n", b"1\x1f2\n\n3", b"\xff\xfe\n1\n"]:
         frame = pl.read_csv(data, **_lines._CSV)

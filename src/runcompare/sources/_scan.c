@@ -239,24 +239,27 @@ typedef struct {
 } Op;
 
 /* The operations of program into ops (as many as the program's bytes at most); their
- * number, or -1 when the program is malformed. */
-static Py_ssize_t decode(const unsigned char *program, Py_ssize_t length, Op *ops) {
-    Py_ssize_t count = 0;
+ * number, or -1 when the program is malformed or does not fill exactly `slots` numbers. */
+static Py_ssize_t decode(const unsigned char *program, Py_ssize_t length, Py_ssize_t slots,
+                         Op *ops) {
+    Py_ssize_t count = 0, filled = 0;
     for (const unsigned char *p = program, *end = program + length; p < end; count++) {
         Op *op = &ops[count];
         memset(op, 0, sizeof *op);
         op->code = *p++;
         if (op->code < OP_LIT || op->code > OP_UPTO)
             return -1;
+        filled += op->code == OP_NUM || op->code == OP_INT || op->code == OP_TS
+                  || op->code == OP_POS;
         if (op->code == OP_LIT || op->code == OP_SKIPTO || op->code == OP_UPTO
             || op->code == OP_NOT) {
             if (end - p < 2)
                 return -1;
             op->n = (size_t)p[0] | (size_t)p[1] << 8;
+            if (op->n == 0 || (size_t)(end - p) < 2 + op->n)
+                return -1;
             op->lit = (const char *)p + 2;
             p += 2 + op->n;
-            if (p > end || op->n == 0)
-                return -1;
             const unsigned char *s = (const unsigned char *)op->lit;
             for (size_t k = 1; k < op->n; k++)
                 if (commonness(s[k]) < commonness(s[op->i]))
@@ -268,7 +271,7 @@ static Py_ssize_t decode(const unsigned char *program, Py_ssize_t length, Op *op
             op->common = op->n > 1 && commonness(s[op->i]) >= 3;
         }
     }
-    return count;
+    return filled == slots ? count : -1;
 }
 
 static const char *find(const char *p, const char *end, const Op *op) {
@@ -360,13 +363,14 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     int failed = 0;
     double *row = slots > 0 ? malloc((size_t)slots * sizeof(double)) : NULL;
     Op *ops = malloc(((size_t)program.len + 1) * sizeof(Op));
-    Py_ssize_t count = ops ? decode(program.buf, program.len, ops) : 0;
+    Py_ssize_t count = ops ? decode(program.buf, program.len, slots, ops) : 0;
     if (slots < 0 || (slots > 0 && !row) || !ops || count < 0) {
         free(row);
         free(ops);
         PyBuffer_Release(&data);
         PyBuffer_Release(&program);
-        return ops && count < 0 ? PyErr_Format(PyExc_ValueError, "a malformed program")
+        return ops && count < 0 ? PyErr_Format(PyExc_ValueError,
+                                               "a malformed program, or not %zd numbers", slots)
                                 : PyErr_NoMemory();
     }
     Py_BEGIN_ALLOW_THREADS
