@@ -51,6 +51,8 @@ static int grow(Buffer *b, size_t more) {
 }
 
 static int put(Buffer *b, const void *src, size_t n) {
+    if (n == 0)
+        return 0;
     if (grow(b, n))
         return -1;
     memcpy(b->data + b->len, src, n);
