@@ -43,7 +43,7 @@ from ._files import writable
 from ._layout import Layout
 
 __all__ = ["CHUNK_BYTES", "HEAD_BYTES", "Lines", "canonical_key", "clean_text",
-           "compile_pattern", "head",
+           "compile_pattern", "head", "in_order",
            "log_files", "number", "number_legs", "read_lines", "split_cr", "timestamp",
            "to_raw", "unparsed_finding"]
 
@@ -268,11 +268,16 @@ def into(name: str) -> Merge:
     (``"rows"``: its one frame), in line order."""
     def merge(parsed: Parsed, scanned: list[pl.DataFrame]) -> Parsed:
         tables = dict(parsed) if isinstance(parsed, dict) else {"rows": parsed}
-        parts = [tables[name], *scanned] if tables[name].height else scanned
-        joined = pl.concat(parts, how="diagonal_relaxed")
-        tables[name] = joined.sort("line") if len(parts) > 1 else joined
+        tables[name] = in_order([tables[name], *scanned], "line")
         return tables if isinstance(parsed, dict) else tables["rows"]
     return merge
+
+
+def in_order(parts: list[pl.DataFrame], *by: str) -> pl.DataFrame:
+    """``parts`` (each in ``by`` order) as one frame in that order: sorted only when two of
+    them hold rows."""
+    joined = pl.concat(parts, how="diagonal_relaxed")
+    return joined.sort(*by) if sum(part.height > 0 for part in parts) > 1 else joined
 
 
 #: What a chunk gives: its line count, what was parsed (line numbers counted from the chunk's

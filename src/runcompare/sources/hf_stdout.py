@@ -210,14 +210,8 @@ def _merge(parsed: _lines.Parsed, scanned: list[pl.DataFrame]) -> _lines.Parsed:
                                   kind="kind", ev=pl.lit("dict")))
         marks.append(rows.select("line", has_dict=pl.lit(True), n="n", total="total"))
         values.append(rows.select("line", "off", *keys))
-    return {"events": _in_order(events, "line", "off"), "pairs": parsed["pairs"],
-            "values": _in_order(values, "line"), "marks": _in_order(marks, "line")}
-
-
-def _in_order(parts: list[pl.DataFrame], *by: str) -> pl.DataFrame:
-    """``parts`` (each in order) as one frame in order: sorted only when two hold rows."""
-    joined = pl.concat(parts, how="diagonal_relaxed")
-    return joined.sort(*by) if sum(part.height > 0 for part in parts) > 1 else joined
+    return {"events": _lines.in_order(events, "line", "off"), "pairs": parsed["pairs"],
+            "values": _lines.in_order(values, "line"), "marks": _lines.in_order(marks, "line")}
 
 
 def _with_bars(events: pl.DataFrame, marks: pl.DataFrame) -> pl.DataFrame:
