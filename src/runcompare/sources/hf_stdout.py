@@ -231,7 +231,8 @@ def _with_bars(events: pl.DataFrame, marks: pl.DataFrame) -> pl.DataFrame:
 
 def _on_line(lines: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
     """For each ``pos`` of ``lines``, the row of ``rows`` at that pos (nulls where none), both in
-    pos order (a sorted merge, not a search per line); ``rows`` has one row per pos."""
+    pos order (a sorted merge, not a search per line); ``rows`` has one row per pos asked
+    for."""
     found = lines.set_sorted("pos").join_asof(
         rows.with_columns(at="pos").set_sorted("pos"), on="pos", strategy="backward")
     hit = pl.col("at") == pl.col("pos")
@@ -271,19 +272,16 @@ def _names(pairs: pl.DataFrame, values: pl.DataFrame) -> dict[str, str]:
 
 def _value_points(values: pl.DataFrame, steps: pl.DataFrame,
                   names: dict[str, str]) -> pl.DataFrame:
-    """:data:`RAW_SCHEMA` rows of the scanner's dicts that have a step: one line holds one
-    such dict, so a sorted merge on the line finds its step (both frames in pos order)."""
+    """:data:`RAW_SCHEMA` rows of the scanner's dicts that have a step: a scanned line holds
+    one dict, so its line finds its step (both frames in pos order)."""
     keys = [c for c in values.columns if c.startswith(_VALUE)]
     if not keys or steps.is_empty():
         return pl.DataFrame(schema=RAW_SCHEMA)
-    found = values.select("pos", "off").set_sorted("pos").join_asof(
-        steps.select("pos", at="pos", step_off="off", step="step", leg="leg").set_sorted("pos"),
-        on="pos", strategy="backward")
-    hit = found.select((pl.col("at") == pl.col("pos")) & (pl.col("step_off") == pl.col("off")))
-    hit = hit.to_series().fill_null(False)
-    frame = pl.concat([values, found.select("step", "leg")], how="horizontal").with_columns(
+    found = _on_line(values.select("pos"), steps.select("pos", "step", "leg"))
+    frame = pl.concat([values, found], how="horizontal").with_columns(
         wall_time=pl.lit(None, pl.Float64))
-    frame = frame if hit.all() else frame.filter(hit)
+    if found.get_column("step").null_count():
+        frame = frame.filter(pl.col("step").is_not_null())
     return _lines.to_raw(frame, {key: names[key[len(_VALUE):]] for key in keys})
 
 
