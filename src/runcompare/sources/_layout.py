@@ -132,6 +132,8 @@ def scan(data: bytes, layout: Layout) -> tuple[int, pl.DataFrame, bytes, np.ndar
 
 
 def _scan_rows(data: bytes, layout: Layout) -> tuple[int, pl.DataFrame, bytes, np.ndarray]:
+    """:func:`scan`, also for :func:`checked`'s one sample line (so that what the readers
+    scan, through :func:`scan`, can be counted apart)."""
     assert _scan is not None
     count, matched, values, rest, rest_lines = _scan.scan(data, layout.program, layout.slots)
     lines = np.frombuffer(matched, dtype=np.int64)

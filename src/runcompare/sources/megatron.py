@@ -149,10 +149,9 @@ def _train_line_layout(sample: str) -> Layout | None:
             iteration = iteration or (field == 0 and "iteration" in text)
         elif kind == "ts":
             columns.append("wall_time" if field == 0 and "wall_time" not in columns else None)
-        elif kind == "num" and field == 0:
-            name = ("step" if "step" not in columns else "total") if iteration else None
-            if name == "total" and "total" in columns:
-                name = None
+        elif kind == "num" and field == 0:  # after "iteration": the step, then the total
+            name = next((n for n in ("step", "total") if n not in columns), None) \
+                if iteration else None
             kind = "int" if name else kind
             columns.append(name)
         elif kind == "num" and colon:
