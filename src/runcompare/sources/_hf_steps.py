@@ -18,7 +18,8 @@ __all__ = ["epoch_check", "steps"]
 
 def steps(events: pl.DataFrame, info: dict[str, Any], hints: dict[str, Any],
            file: Path) -> tuple[pl.DataFrame, list[Finding]]:
-    """pos, off, leg, kind, epoch and step of every dict that gets a step (the hf_stdout module docstring)."""
+    """pos, off, leg, kind, epoch and step of every dict that gets a step (how: the
+    :mod:`.hf_stdout` module docstring)."""
     findings: list[Finding] = []
     per = events.filter(ev="dict")
     total, divisor = _bar_total(per, info, findings, file)
