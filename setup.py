@@ -1,4 +1,4 @@
-"""The native line scanner (src/runcompare/sources/_scan.c); everything else is in pyproject.toml.
+"""The native line scanner (src/runcompare/sources/textlog/_scan.c); the rest is in pyproject.toml.
 
 The extension is optional: where no C compiler is found the build goes on without it and
 runcompare reads text logs with its polars parsers alone (slower, the same results).
@@ -6,5 +6,6 @@ runcompare reads text logs with its polars parsers alone (slower, the same resul
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("runcompare.sources._scan", ["src/runcompare/sources/_scan.c"],
+setup(ext_modules=[Extension("runcompare.sources.textlog._scan",
+                             ["src/runcompare/sources/textlog/_scan.c"],
                              optional=True)])

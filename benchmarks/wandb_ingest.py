@@ -70,7 +70,7 @@ def main() -> None:
     folder = args.dir or Path(tempfile.gettempdir()) / (
         f"runcompare-bench-wandb-{args.calls}x{args.metrics}")
     run = make(folder, args.calls, args.metrics, args.wandb_python)
-    from runcompare.sources import wandb
+    from runcompare.sources.formats import wandb
 
     file = next(run.glob("*.wandb"))
     times, cpu, tb_times, tb_cpu = [], [], [], []
@@ -80,7 +80,7 @@ def main() -> None:
         times.append(time.perf_counter() - started)
         cpu.append(time.process_time() - started_cpu)
         if args.tensorboard is not None:
-            from runcompare.sources import tensorboard
+            from runcompare.sources.formats import tensorboard
 
             started, started_cpu = time.perf_counter(), time.process_time()
             tb = tensorboard.read(args.tensorboard)
@@ -105,7 +105,7 @@ def cached(run: Path, logdir: Path | None, repeat: int) -> None:
     """Best time of a cached read (``read_cached`` with a filled cache in a temporary
     folder), of the W&B run and of the TensorBoard logdir when given."""
     from runcompare import cache
-    from runcompare.sources import tensorboard, wandb
+    from runcompare.sources.formats import tensorboard, wandb
 
     with tempfile.TemporaryDirectory() as folder:
         os.environ["XDG_CACHE_HOME"] = folder

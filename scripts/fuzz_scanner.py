@@ -1,4 +1,4 @@
-"""Fuzz the native line scanner (src/runcompare/sources/_scan.c) under AddressSanitizer and
+"""Fuzz the native line scanner (sources/textlog/_scan.c) under AddressSanitizer and
 UndefinedBehaviorSanitizer.
 
 Builds the extension with ``-fsanitize=address,undefined`` into a copy of the source tree,
@@ -23,14 +23,14 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCE = ROOT / "src" / "runcompare" / "sources" / "_scan.c"
+SOURCE = ROOT / "src" / "runcompare" / "sources" / "textlog" / "_scan.c"
 
 
 def build(tree: Path) -> dict[str, str]:
     """The sanitized extension in a copy of src/ under ``tree``; the environment to run it."""
     shutil.copytree(ROOT / "src", tree / "src", ignore=shutil.ignore_patterns("*.so"))
-    target = tree / "src" / "runcompare" / "sources" / ("_scan" + sysconfig.get_config_var(
-        "EXT_SUFFIX"))
+    target = tree / "src" / "runcompare" / "sources" / "textlog" / (
+        "_scan" + sysconfig.get_config_var("EXT_SUFFIX"))
     subprocess.run(["gcc", "-O1", "-g", "-fsanitize=address,undefined",
                     "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer", "-shared",
                     "-fPIC", f"-I{sysconfig.get_paths()['include']}", str(SOURCE), "-o",
@@ -43,7 +43,9 @@ def build(tree: Path) -> dict[str, str]:
 
 
 def fuzz(rounds: int) -> None:
-    from runcompare.sources import _layout, _lines, hf_stdout, megatron, nanogpt
+    from runcompare.sources.formats import hf_stdout, megatron, nanogpt
+    from runcompare.sources.textlog import layout as _layout
+    from runcompare.sources.textlog import lines as _lines
 
     built = Path(_layout._scan.__file__) if _layout._scan else None
     assert built and str(built).startswith(os.environ["PYTHONPATH"]), f"not the sanitized {built}"

@@ -11,7 +11,8 @@ import pytest
 import runcompare as rc
 from runcompare.errors import InputError
 from runcompare.model import RAW_SCHEMA
-from runcompare.sources import REGISTRY, axolotl, sniff
+from runcompare.sources import REGISTRY, sniff
+from runcompare.sources.formats import axolotl
 
 from .conftest import DATA, SAMPLES
 

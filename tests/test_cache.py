@@ -12,7 +12,7 @@ import pytest
 import runcompare as rc
 from runcompare.cache import cache_dir, read_cached
 from runcompare.model import RAW_SCHEMA, Fact, Finding, RawLog
-from runcompare.sources import tensorboard
+from runcompare.sources.formats import tensorboard
 
 from .conftest import DATA
 

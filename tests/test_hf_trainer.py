@@ -11,7 +11,7 @@ import pytest
 
 import runcompare as rc
 from runcompare.errors import InputError
-from runcompare.sources import hf_trainer
+from runcompare.sources.formats import hf_trainer
 
 from .conftest import DATA, SAMPLES
 

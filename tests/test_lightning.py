@@ -16,7 +16,8 @@ import pytest
 import runcompare as rc
 from runcompare.errors import InputError
 from runcompare.model import RAW_SCHEMA
-from runcompare.sources import REGISTRY, lightning
+from runcompare.sources import REGISTRY
+from runcompare.sources.formats import lightning
 
 from .conftest import DATA
 

@@ -16,7 +16,9 @@ import pytest
 import runcompare as rc
 from runcompare.errors import InputError
 from runcompare.model import RAW_SCHEMA
-from runcompare.sources import REGISTRY, mlflow, mlflow_sqlite
+from runcompare.sources import REGISTRY
+from runcompare.sources.formats import _mlflow_sqlite as mlflow_sqlite
+from runcompare.sources.formats import mlflow
 
 from .conftest import DATA
 

@@ -13,7 +13,9 @@ import pytest
 
 import runcompare as rc
 from runcompare.errors import InputError
-from runcompare.sources import sniff, tensorboard, tfevents
+from runcompare.sources import sniff
+from runcompare.sources.formats import _tfevents as tfevents
+from runcompare.sources.formats import tensorboard
 
 from .conftest import DATA, SAMPLES
 

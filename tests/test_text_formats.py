@@ -9,7 +9,8 @@ import pytest
 import runcompare as rc
 from runcompare.errors import InputError, UsageError
 from runcompare.legs import resolve_legs
-from runcompare.sources import REGISTRY, hf_stdout, megatron, nanogpt, sniff, text, torchtitan
+from runcompare.sources import REGISTRY, sniff
+from runcompare.sources.formats import hf_stdout, megatron, nanogpt, text, torchtitan
 
 from .conftest import DATA, SAMPLES
 

@@ -14,7 +14,9 @@ import pytest
 import runcompare as rc
 from runcompare.errors import InputError, MissingInfoError
 from runcompare.legs import resolve_legs
-from runcompare.sources import _hf_dicts, _lines, hf_stdout, hf_trainer, sniff
+from runcompare.sources import sniff
+from runcompare.sources.formats import _hf_dicts, hf_stdout, hf_trainer
+from runcompare.sources.textlog import lines as _lines
 
 from .conftest import DATA, SAMPLES
 

@@ -10,7 +10,9 @@ import pytest
 import runcompare as rc
 from runcompare.errors import InputError
 from runcompare.legs import resolve_legs
-from runcompare.sources import _lines, megatron, sniff
+from runcompare.sources import sniff
+from runcompare.sources.formats import megatron
+from runcompare.sources.textlog import lines as _lines
 
 from .conftest import DATA
 

@@ -1,4 +1,4 @@
-"""The native line scanner (sources/_scan.c, sources/_layout.py): what it reads equals what the
+"""The native line scanner (sources/textlog/_scan.c, sources/textlog/layout.py): what it reads equals what the
 polars parsers read, on the real text logs and on the benchmark's formats."""
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runcompare.sources import _layout, _lines, hf_stdout, megatron, nanogpt
+from runcompare.sources.formats import hf_stdout, megatron, nanogpt
+from runcompare.sources.textlog import layout as _layout
+from runcompare.sources.textlog import lines as _lines
 
 from .conftest import DATA, ROOT, SAMPLES
 
@@ -26,7 +28,7 @@ HF = [SAMPLES / "attn", SAMPLES / "mamba", DATA / "text" / "hf4x_attn", DATA / "
 
 def test_the_scanner_is_built():
     assert _layout._scan is not None, (
-        "runcompare.sources._scan was not built: install a C compiler and the Python headers, "
+        "runcompare.sources.textlog._scan was not built: install a C compiler and the Python headers, "
         "then reinstall runcompare")
     assert _layout.NATIVE
 

@@ -11,7 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from runcompare.errors import RuncompareError
-from runcompare.sources import crc32c, tensorboard, tfevents, tfrecord
+from runcompare.sources.codecs import crc as crc32c
+from runcompare.sources.codecs import tfrecord
+from runcompare.sources.formats import _tfevents as tfevents
+from runcompare.sources.formats import tensorboard
 
 from .conftest import DATA
 

@@ -15,9 +15,9 @@ import pytest
 import runcompare as rc
 from runcompare.errors import InputError
 from runcompare.model import RAW_SCHEMA
-from runcompare.sources import wandb
-from runcompare.sources.leveldb_log import BLOCK, read_records
-from runcompare.sources.wandb_run import Leg, decode_leg, wandb_file
+from runcompare.sources.codecs.leveldb import BLOCK, read_records
+from runcompare.sources.formats import wandb
+from runcompare.sources.formats._wandb_run import Leg, decode_leg, wandb_file
 
 DATA = Path(__file__).parent / "data"
 PROJECT = DATA / "wandb" / "project"

@@ -12,7 +12,8 @@ import pytest
 
 import runcompare as rc
 from runcompare.errors import InputError
-from runcompare.sources import sniff, wandb, wandb_export
+from runcompare.sources import sniff
+from runcompare.sources.formats import wandb, wandb_export
 
 from .conftest import DATA, SAMPLES
 

@@ -22,16 +22,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runcompare.sources import wandb_history
-from runcompare.sources.leveldb_log import (
+from runcompare.sources.codecs.leveldb import (
     BLOCK,
     HEADER,
     HeaderError,
     read_records,
     read_records_sequential,
 )
-from runcompare.sources.wandb_history import decode_history, record_types
-from runcompare.sources.wandb_proto import ProtoError, fields, history_items, record_kind
+from runcompare.sources.formats import _wandb_history as wandb_history
+from runcompare.sources.formats._wandb_history import decode_history, record_types
+from runcompare.sources.formats._wandb_proto import ProtoError, fields, history_items, record_kind
 
 REAL = sorted((Path(__file__).parent / "data" / "wandb" / "project").glob("wandb/*/*.wandb"))
 FAST = settings(max_examples=100, deadline=None,

@@ -11,8 +11,8 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from runcompare.sources import wandb
-from runcompare.sources.wandb_run import Leg
+from runcompare.sources.formats import wandb
+from runcompare.sources.formats._wandb_run import Leg
 
 KEYS = ["_step", "_timestamp", "_runtime", "train/global_step", "loss", "acc", "_wandb"]
 

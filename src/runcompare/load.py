@@ -15,7 +15,8 @@ from .errors import InputError, MissingInfoError, NoLogsFoundError, RuncompareEr
 from .legs import resolve_legs
 from .model import Fact, Finding, RawLog, Run
 from .resolve import merge_facts, parse_settings, read_sidecar, resolve_batch, user_fact
-from .sources import REGISTRY, Source, axolotl, detect
+from .sources import REGISTRY, Source, detect
+from .sources.formats import axolotl
 
 __all__ = ["expand", "load", "load_many"]
 

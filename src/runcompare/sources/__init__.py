@@ -22,7 +22,7 @@ from typing import Protocol
 
 from ..errors import InputError, NoLogsFoundError, UsageError
 from ..model import RawLog
-from . import (
+from .formats import (
     axolotl,
     hf_stdout,
     hf_trainer,

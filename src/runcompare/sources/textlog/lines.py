@@ -36,11 +36,11 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from ..errors import InputError, UsageError
-from ..model import RAW_SCHEMA, Finding
-from . import _layout
-from ._files import writable
-from ._layout import Layout
+from ...errors import InputError, UsageError
+from ...model import RAW_SCHEMA, Finding
+from ..codecs.files import writable
+from . import layout as _layout
+from .layout import Layout
 
 __all__ = ["CHUNK_BYTES", "HEAD_BYTES", "Lines", "canonical_key", "clean_text",
            "compile_pattern", "head", "in_order",
@@ -435,7 +435,7 @@ def canonical_key(key: str) -> str:
     >>> [canonical_key(k) for k in ("loss", "lr", "val_loss", "val_acc", "eval/bleu", "Loss")]
     ['train/loss', 'train/learning_rate', 'eval/loss', 'eval/acc', 'eval/bleu', 'train/loss']
     """
-    from .hf_trainer import canonical_name
+    from ..formats.hf_trainer import canonical_name
 
     key = key.strip().lower().replace(" ", "_").replace("-", "_")
     if "/" in key:

@@ -53,11 +53,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ..errors import InputError, NoLogsFoundError
-from ..facts import facts_from_config
-from ..model import RAW_SCHEMA, Fact, Finding, RawLog
-from ._files import read_file
-from .tfevents import EventFile, decode
+from ...errors import InputError, NoLogsFoundError
+from ...model import RAW_SCHEMA, Fact, Finding, RawLog
+from ..codecs.files import read_file
+from ..config import facts_from_config
+from ._tfevents import EventFile, decode
 
 __all__ = ["expand", "files", "read"]
 

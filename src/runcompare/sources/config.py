@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .model import Fact
+from ..model import Fact
 
 __all__ = ["CONFIG_KEYS", "FACT_FIELDS", "facts_from_config"]
 

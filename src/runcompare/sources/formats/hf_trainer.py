@@ -19,8 +19,8 @@ from typing import Any
 
 import polars as pl
 
-from ..errors import InputError
-from ..model import RAW_SCHEMA, Fact, Finding, RawLog
+from ...errors import InputError
+from ...model import RAW_SCHEMA, Fact, Finding, RawLog
 
 __all__ = ["canonical_name", "files", "read"]
 

@@ -34,9 +34,10 @@ from typing import Any
 
 import polars as pl
 
-from ..errors import InputError
-from ..model import Fact, Finding, RawLog
-from . import _lines, hf_stdout, megatron, nanogpt, torchtitan
+from ...errors import InputError
+from ...model import Fact, Finding, RawLog
+from ..textlog import lines as _lines
+from . import hf_stdout, megatron, nanogpt, torchtitan
 
 __all__ = ["claims", "files", "read"]
 

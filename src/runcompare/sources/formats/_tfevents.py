@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from . import protowire as pw
-from .tfrecord import HEADER, frame, read_at
+from ..codecs import protowire as pw
+from ..codecs.tfrecord import HEADER, frame, read_at
 
 __all__ = ["EventFile", "decode"]
 

@@ -38,12 +38,13 @@ from typing import Any
 
 import polars as pl
 
-from ..errors import InputError
-from ..facts import facts_from_config
-from ..model import Fact, Finding, RawLog
-from . import _layout, _lines
-from ._fields import KEY, delimited_fields
-from ._layout import Layout, Piece
+from ...errors import InputError
+from ...model import Fact, Finding, RawLog
+from ..config import facts_from_config
+from ..textlog import layout as _layout
+from ..textlog import lines as _lines
+from ..textlog.fields import KEY, delimited_fields
+from ..textlog.layout import Layout, Piece
 
 __all__ = ["claims", "files", "read"]
 

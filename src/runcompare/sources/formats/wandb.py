@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ..errors import InputError
-from ..facts import facts_from_config
-from ..model import RAW_SCHEMA, Fact, Finding, RawLog
-from .wandb_run import RUN_DIR, SIDE_FILES, Leg, decode_leg, wandb_file
+from ...errors import InputError
+from ...model import RAW_SCHEMA, Fact, Finding, RawLog
+from ..config import facts_from_config
+from ._wandb_run import RUN_DIR, SIDE_FILES, Leg, decode_leg, wandb_file
 
 __all__ = ["LOG_STEP", "expand", "files", "history_scalars", "output_lines", "read", "run_folders",
            "sniff"]

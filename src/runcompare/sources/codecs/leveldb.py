@@ -40,7 +40,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ._files import Buffer
+from .files import Buffer
 
 __all__ = ["BLOCK", "HEADER", "HeaderError", "Records", "read_records", "read_records_sequential"]
 

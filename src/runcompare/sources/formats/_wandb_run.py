@@ -20,12 +20,12 @@ import numpy as np
 import polars as pl
 import yaml
 
-from ..errors import InputError
-from ..model import Finding
-from ._files import read_file
-from .leveldb_log import HeaderError, read_records
-from .wandb_history import HISTORY_SCHEMA, decode_history, record_types
-from .wandb_proto import (
+from ...errors import InputError
+from ...model import Finding
+from ..codecs.files import read_file
+from ..codecs.leveldb import HeaderError, read_records
+from ._wandb_history import HISTORY_SCHEMA, decode_history, record_types
+from ._wandb_proto import (
     KINDS,
     ProtoError,
     decode_environment,

@@ -32,11 +32,12 @@ from typing import Any
 
 import polars as pl
 
-from ..errors import InputError
-from ..facts import facts_from_config
-from ..model import Fact, RawLog
-from . import _layout, _lines
-from ._layout import Layout, Piece
+from ...errors import InputError
+from ...model import Fact, RawLog
+from ..config import facts_from_config
+from ..textlog import layout as _layout
+from ..textlog import lines as _lines
+from ..textlog.layout import Layout, Piece
 
 __all__ = ["claims", "files", "read"]
 

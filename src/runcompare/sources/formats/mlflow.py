@@ -31,12 +31,12 @@ from typing import Any
 
 import polars as pl
 
-from ..errors import InputError
-from ..model import RAW_SCHEMA, Finding, RawLog
+from ...errors import InputError
+from ...model import RAW_SCHEMA, Finding, RawLog
 from . import hf_trainer, lightning
+from ._mlflow_sqlite import METRIC_SCHEMA, RunRecord, databases, is_database, read_run, run_ids
+from ._mlflow_sqlite import run_name as _db_run_name
 from .axolotl import load_yaml, nested_facts
-from .mlflow_sqlite import METRIC_SCHEMA, RunRecord, databases, is_database, read_run, run_ids
-from .mlflow_sqlite import run_name as _db_run_name
 
 __all__ = ["expand", "files", "read", "run_name", "sniff", "virtual"]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ._layout import MAX_LAYOUTS
+from .layout import MAX_LAYOUTS
 
 __all__ = ["KEY", "delimited_fields"]
 

@@ -45,11 +45,13 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ..errors import InputError
-from ..model import RAW_SCHEMA, Fact, Finding, RawLog
-from . import _hf_steps, _layout, _lines
+from ...errors import InputError
+from ...model import RAW_SCHEMA, Fact, Finding, RawLog
+from ..textlog import layout as _layout
+from ..textlog import lines as _lines
+from ..textlog.layout import Layout, Piece
+from . import _hf_steps
 from ._hf_dicts import DICT_KEYS, keys_of, read_dicts
-from ._layout import Layout, Piece
 from .hf_trainer import canonical_name
 
 __all__ = ["claims", "files", "read"]

@@ -27,9 +27,9 @@ from typing import Any
 import polars as pl
 import yaml
 
-from ..errors import InputError
-from ..facts import facts_from_config
-from ..model import RAW_SCHEMA, Fact, Finding, RawLog
+from ...errors import InputError
+from ...model import RAW_SCHEMA, Fact, Finding, RawLog
+from ..config import facts_from_config
 
 __all__ = ["FACTS_ONLY", "config_facts", "expand", "files", "load_yaml", "nested_facts", "read",
            "read_config"]
@@ -81,7 +81,7 @@ def load_yaml(file: Path) -> Any:
 
 def nested_facts(config: Mapping[str, Any], *, where: str,
                  kind: str = "config") -> dict[str, Fact[Any]]:
-    """:func:`~runcompare.facts.facts_from_config` over a nested config or one with path keys.
+    """:func:`~runcompare.sources.config.facts_from_config` over a nested config or one with path keys.
 
     A key is matched by its last component (``data.batch_size``, ``model/lr``, or
     ``batch_size`` under ``data:``); shallower keys win, then earlier ones. The source names

@@ -20,7 +20,7 @@ from urllib.parse import quote
 
 import polars as pl
 
-from ..errors import InputError
+from ...errors import InputError
 
 __all__ = ["METRIC_SCHEMA", "RunRecord", "databases", "is_database", "read_run", "run_ids",
            "run_name"]

@@ -27,9 +27,9 @@ from typing import Any
 
 import polars as pl
 
-from ..errors import InputError
-from ..model import Fact, RawLog
-from . import _lines
+from ...errors import InputError
+from ...model import Fact, RawLog
+from ..textlog import lines as _lines
 
 __all__ = ["claims", "files", "read"]
 

@@ -25,9 +25,9 @@ from typing import TypeVar
 import numpy as np
 import polars as pl
 
-from ._files import Buffer
-from ._texts import CHUNK, string_columns
-from .wandb_proto import ONEOF, ProtoError, history_items
+from ..codecs.files import Buffer
+from ..codecs.strings import CHUNK, string_columns
+from ._wandb_proto import ONEOF, ProtoError, history_items
 
 __all__ = ["HISTORY_SCHEMA", "decode_history", "record_types", "with_values"]
 

@@ -15,7 +15,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from ._files import Buffer
+from .files import Buffer
 
 __all__ = ["CHUNK", "string_columns"]
 

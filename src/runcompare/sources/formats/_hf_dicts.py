@@ -15,7 +15,7 @@ import re
 import numpy as np
 import polars as pl
 
-from . import _lines
+from ..textlog import lines as _lines
 
 __all__ = ["DICT_KEYS", "keys_of", "read_dicts"]
 

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ..errors import MissingInfoError
-from ..model import Finding
+from ...errors import MissingInfoError
+from ...model import Finding
 
 __all__ = ["epoch_check", "steps"]
 

@@ -34,7 +34,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from . import crc32c
+from . import crc as crc32c
 
 __all__ = ["Damage", "Frames", "frame", "masked_crc32c"]
 

@@ -31,8 +31,8 @@ from typing import Any
 
 import polars as pl
 
-from ..errors import InputError
-from ..model import RAW_SCHEMA, Fact, Finding, RawLog
+from ...errors import InputError
+from ...model import RAW_SCHEMA, Fact, Finding, RawLog
 from .axolotl import load_yaml, nested_facts
 
 __all__ = ["canonical_name", "canonical_names", "expand", "files", "hparams_facts", "read",

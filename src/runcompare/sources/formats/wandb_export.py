@@ -33,11 +33,11 @@ from pathlib import Path
 
 import polars as pl
 
-from ..errors import InputError
-from ..model import Finding, RawLog
+from ...errors import InputError
+from ...model import Finding, RawLog
+from ._wandb_history import with_values
+from ._wandb_run import Leg
 from .wandb import LOG_STEP, history_scalars
-from .wandb_history import with_values
-from .wandb_run import Leg
 
 __all__ = ["expand", "files", "read", "virtual"]
 
