@@ -108,7 +108,7 @@ def measure(source: str, path: Path, repeat: int) -> dict[str, float]:
     best = (math.inf, 0.0)
     for _ in range(repeat):
         wall, cpu = time.perf_counter(), time.process_time()
-        raw = module.read(path)
+        raw = module.read_at(path)
         best = min(best, (time.perf_counter() - wall, time.process_time() - cpu))
     data = path.read_bytes()
     lines = data.count(b"\n") + (not data.endswith(b"\n"))
@@ -123,7 +123,7 @@ def peak_memory(source: str, path: Path) -> float:
     code = ("import re; from pathlib import Path; from runcompare.sources import REGISTRY\n"
             "hwm = lambda: int(re.search(r'VmHWM:\\s+(\\d+)', "
             "open('/proc/self/status').read()).group(1)) / 1024\n"
-            f"base = hwm(); raw = REGISTRY[{source!r}].read(Path({str(path)!r}))\n"
+            f"base = hwm(); raw = REGISTRY[{source!r}].read_at(Path({str(path)!r}))\n"
             "print(base, hwm())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     base, peak = out.stdout.split()

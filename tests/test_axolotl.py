@@ -10,8 +10,10 @@ import pytest
 
 import runcompare as rc
 from runcompare.errors import InputError
+from runcompare.load import expand
 from runcompare.model import RAW_SCHEMA
-from runcompare.sources import REGISTRY, sniff
+from runcompare.sources import REGISTRY
+from runcompare.sources.config import config_facts, nested_facts
 from runcompare.sources.formats import axolotl
 
 from .conftest import DATA, SAMPLES
@@ -21,7 +23,7 @@ PLAIN, PACKED = CONFIGS / "axolotl.yml", CONFIGS / "packed_batch_size.yaml"
 
 
 def test_config_facts_name_the_file_and_key():
-    facts = axolotl.config_facts(PLAIN)
+    facts = config_facts(PLAIN)
     assert facts["per_device_batch"].value == 2
     assert facts["per_device_batch"].source == "axolotl.yml: micro_batch_size"
     assert facts["grad_accum"].value == 8
@@ -44,18 +46,18 @@ def test_batch_size_is_never_the_micro_batch_and_gives_the_accumulation():
 
 
 def test_a_run_folder_with_an_axolotl_config_is_a_facts_only_source():
-    assert REGISTRY["axolotl"] is axolotl and axolotl.FACTS_ONLY
-    assert sniff(axolotl, CONFIGS) and sniff(axolotl, PLAIN)
+    assert REGISTRY["axolotl"] is axolotl.FORMAT and axolotl.FORMAT.facts_only
+    assert REGISTRY["axolotl"].finds(CONFIGS) and REGISTRY["axolotl"].finds(PLAIN)
     assert axolotl.files(CONFIGS) == [PLAIN, PACKED]
-    raw = axolotl.read(PLAIN)
+    raw = REGISTRY["axolotl"].read_at(PLAIN)
     assert raw.source == "axolotl" and raw.points == 0
     assert raw.scalars.schema == pl.Schema(RAW_SCHEMA)
-    assert raw.facts == axolotl.config_facts(PLAIN) and raw.files == [PLAIN]
-    assert axolotl.expand(CONFIGS) == [CONFIGS]
+    assert raw.facts == config_facts(PLAIN) and raw.files == [PLAIN]
+    assert [root for root, _, _ in expand(CONFIGS, source="axolotl")] == [CONFIGS]  # one run
 
 
 def test_two_configs_in_one_folder_are_reported():
-    raw = axolotl.read(CONFIGS)
+    raw = REGISTRY["axolotl"].read_at(CONFIGS)
     assert raw.facts["grad_accum"].source.startswith("axolotl.yml")
     assert any(f.code == "several-configs" and "--config" in f.message for f in raw.findings)
 
@@ -65,7 +67,7 @@ def test_other_yaml_files_are_not_taken_for_axolotl_configs(tmp_path):
     (tmp_path / "hparams.yaml").write_text("micro_batch_size: 4\nsequence_len: 128\n")
     (tmp_path / "other.yml").write_text("micro_batch_size: 4\nlayers: 2\n")
     (tmp_path / "notes.yaml").write_text("- a\n- b\n")
-    assert not sniff(axolotl, tmp_path)
+    assert not REGISTRY["axolotl"].finds(tmp_path)
 
 
 def test_an_hf_run_with_its_axolotl_config_beside_it(tmp_path):
@@ -85,18 +87,18 @@ def test_bad_configs_are_input_errors_naming_the_file(tmp_path):
     broken = tmp_path / "broken.yml"
     broken.write_text("micro_batch_size: 2\nsequence_len: [64\n")
     with pytest.raises(InputError, match=r"broken\.yml: not valid YAML at line \d"):
-        axolotl.config_facts(broken)
+        config_facts(broken)
     listed = tmp_path / "list.yml"
     listed.write_text("- micro_batch_size\n")
     with pytest.raises(InputError, match="not a YAML mapping"):
-        axolotl.config_facts(listed)
+        config_facts(listed)
     with pytest.raises(InputError, match="no such config file"):
-        axolotl.config_facts(tmp_path / "missing.yml")
-    assert not sniff(axolotl, tmp_path)
+        config_facts(tmp_path / "missing.yml")
+    assert not REGISTRY["axolotl"].finds(tmp_path)
 
 
 def test_nested_facts_match_keys_by_their_last_part():
-    facts = axolotl.nested_facts({"model/batch_size": "8", "data": {"seq_len": 512},
+    facts = nested_facts({"model/batch_size": "8", "data": {"seq_len": 512},
                                   "trainer.accumulate_grad_batches": 4, "lr": "1e-3"},
                                  where="params")
     assert {k: (f.value, f.source) for k, f in facts.items()} == {

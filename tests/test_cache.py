@@ -12,7 +12,7 @@ import pytest
 import runcompare as rc
 from runcompare.cache import cache_dir, read_cached
 from runcompare.model import RAW_SCHEMA, Fact, Finding, RawLog
-from runcompare.sources.formats import tensorboard
+from runcompare.sources import REGISTRY, Format
 
 from .conftest import DATA
 
@@ -23,10 +23,10 @@ class Counting:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.reads = 0
-        self.__file__ = __file__
 
-    def sniff(self, path: Path) -> bool:
-        return True
+    @property
+    def format(self) -> Format:
+        return Format("counting", "counted reads", read=self.read, files=self.files)
 
     def files(self, path: Path) -> list[Path]:
         return sorted(path.glob("*.log"))
@@ -73,8 +73,8 @@ def _same(a: RawLog, b: RawLog) -> None:
 
 def test_every_field_survives_the_round_trip(run_dir):
     source = Counting(run_dir)
-    first = read_cached("counting", source, run_dir)
-    second = read_cached("counting", source, run_dir)
+    first = read_cached(source.format, run_dir)
+    second = read_cached(source.format, run_dir)
     assert source.reads == 1
     _same(first, second)
     assert sorted(p.suffix for p in cache_dir().glob("counting-*")) == [".json", ".parquet"]
@@ -82,24 +82,24 @@ def test_every_field_survives_the_round_trip(run_dir):
 
 def test_a_grown_changed_or_new_file_means_a_fresh_read(run_dir):
     source = Counting(run_dir)
-    read_cached("counting", source, run_dir)
+    read_cached(source.format, run_dir)
     (run_dir / "a.log").write_text("first and more")
-    read_cached("counting", source, run_dir)
+    read_cached(source.format, run_dir)
     assert source.reads == 2
     stat = (run_dir / "a.log").stat()
     os.utime(run_dir / "a.log", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
-    read_cached("counting", source, run_dir)
+    read_cached(source.format, run_dir)
     assert source.reads == 3
     (run_dir / "b.log").write_text("second")
-    read_cached("counting", source, run_dir)
-    read_cached("counting", source, run_dir)
+    read_cached(source.format, run_dir)
+    read_cached(source.format, run_dir)
     assert source.reads == 4
 
 
 def test_disabled_cache_neither_reads_nor_writes(run_dir):
     source = Counting(run_dir)
-    read_cached("counting", source, run_dir, enabled=False)
-    read_cached("counting", source, run_dir, enabled=False)
+    read_cached(source.format, run_dir, enabled=False)
+    read_cached(source.format, run_dir, enabled=False)
     assert source.reads == 2 and not list(cache_dir().glob("counting-*"))
 
 
@@ -108,26 +108,26 @@ def test_a_cache_that_cannot_be_written_is_skipped(run_dir, tmp_path, monkeypatc
     blocker.write_text("a file where the cache folder would go")
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocker / "cache"))
     source = Counting(run_dir)
-    raw = read_cached("counting", source, run_dir)
-    read_cached("counting", source, run_dir)
+    raw = read_cached(source.format, run_dir)
+    read_cached(source.format, run_dir)
     assert source.reads == 2 and raw.points == 3
 
 
 def test_a_damaged_cache_entry_is_read_again(run_dir):
     source = Counting(run_dir)
-    read_cached("counting", source, run_dir)
+    read_cached(source.format, run_dir)
     (entry,) = cache_dir().glob("counting-*.parquet")
     entry.write_bytes(b"PAR1 not really")
-    again = read_cached("counting", source, run_dir)
+    again = read_cached(source.format, run_dir)
     assert source.reads == 2 and again.points == 3
-    assert read_cached("counting", source, run_dir).points == 3 and source.reads == 2
+    assert read_cached(source.format, run_dir).points == 3 and source.reads == 2
 
 
 def test_another_spelling_of_the_path_gets_its_own_spelling_back(run_dir, monkeypatch):
     source = Counting(run_dir)
-    read_cached("counting", source, run_dir)
+    read_cached(source.format, run_dir)
     monkeypatch.chdir(run_dir.parent)
-    relative = read_cached("counting", source, Path("run"))
+    relative = read_cached(source.format, Path("run"))
     assert source.reads == 1
     assert relative.path == Path("run") and relative.files == [Path("run/a.log")]
 
@@ -136,7 +136,7 @@ def test_tensorboard_runs_come_back_identical_from_the_cache(tmp_path):
     folder = tmp_path / "purge"
     shutil.copytree(DATA / "tensorboard" / "torch_purge", folder)
     cold = rc.load(folder, source="tensorboard")
-    raw = read_cached("tensorboard", tensorboard, folder)
+    raw = read_cached(REGISTRY["tensorboard"], folder)
     assert raw.leg_starts == {1: 20}
     warm = rc.load(folder, source="tensorboard")
     assert warm.scalars.equals(cold.scalars) and warm.findings == cold.findings
@@ -148,7 +148,7 @@ def test_tensorboard_runs_come_back_identical_from_the_cache(tmp_path):
 
 def test_hints_are_part_of_the_key(run_dir):
     module = Counting(run_dir)
-    read_cached("counting", module, run_dir, hints={"step_metric": "a"})
-    read_cached("counting", module, run_dir, hints={"step_metric": "a"})
-    read_cached("counting", module, run_dir, hints={"step_metric": "b"})
+    read_cached(module.format, run_dir, hints={"step_metric": "a"})
+    read_cached(module.format, run_dir, hints={"step_metric": "a"})
+    read_cached(module.format, run_dir, hints={"step_metric": "b"})
     assert module.reads == 2

@@ -11,7 +11,7 @@ import pytest
 
 import runcompare as rc
 from runcompare.errors import InputError
-from runcompare.sources.formats import hf_trainer
+from runcompare.sources import REGISTRY
 
 from .conftest import DATA, SAMPLES
 
@@ -21,7 +21,7 @@ def _history(path):
 
 
 def test_every_log_history_value_is_a_point_under_its_tensorboard_name():
-    raw = hf_trainer.read(SAMPLES / "attn")
+    raw = REGISTRY["hf-trainer"].read_at(SAMPLES / "attn")
     history = _history(SAMPLES / "attn")
     expected = sum(1 for e in history for k in e if k != "step")
     assert raw.points == expected
@@ -34,7 +34,7 @@ def test_every_log_history_value_is_a_point_under_its_tensorboard_name():
 
 
 def test_facts_say_where_they_come_from():
-    facts = hf_trainer.read(SAMPLES / "mamba").facts
+    facts = REGISTRY["hf-trainer"].read_at(SAMPLES / "mamba").facts
     assert facts["per_device_batch"].value == 8
     assert facts["per_device_batch"].source == "trainer_state.json: train_batch_size"
     assert facts["max_steps"].value == 100 and facts["logging_steps"].value == 5
@@ -105,7 +105,7 @@ def test_truncated_state_keeps_every_complete_entry_and_warns(tmp_path):
     source = (SAMPLES / "attn" / "trainer_state.json").read_text()
     cut = source.index('"eval_loss"', source.index('"eval_loss"') + 1)
     (tmp_path / "trainer_state.json").write_text(source[:cut])
-    raw = hf_trainer.read(tmp_path)
+    raw = REGISTRY["hf-trainer"].read_at(tmp_path)
     (finding,) = raw.findings
     assert finding.code == "damaged-input" and finding.level == "warning"
     assert str(tmp_path / "trainer_state.json") in finding.message and "line" in finding.message

@@ -18,6 +18,7 @@ from runcompare.errors import InputError
 from runcompare.model import RAW_SCHEMA
 from runcompare.sources import REGISTRY
 from runcompare.sources.formats import lightning
+from runcompare.sources.naming import LIGHTNING, canonical, canonical_names
 
 from .conftest import DATA
 
@@ -36,7 +37,7 @@ def _points(raw, metric: str) -> list[tuple[int, float]]:
 
 
 def test_registered_and_each_version_is_a_run():
-    assert REGISTRY["lightning"] is lightning
+    assert REGISTRY["lightning"] is lightning.FORMAT
     for path in (DATA / "lightning", LOGS):
         assert lightning.sniff(path)
         assert lightning.expand(path) == [V0, V1]
@@ -45,7 +46,7 @@ def test_registered_and_each_version_is_a_run():
 
 
 def test_steps_are_optimizer_updates_done():
-    raw = lightning.read(V0)
+    raw = REGISTRY["lightning"].read_at(V0)
     expected = [(int(r["step"]) + 1, float(r["train_loss_step"])) for r in _rows(V0)
                 if r["train_loss_step"]]
     assert _points(raw, "train/loss") == expected
@@ -60,7 +61,7 @@ def test_steps_are_optimizer_updates_done():
 
 
 def test_trainer_test_rows_keep_their_step_the_updates_done():
-    raw = lightning.read(V1)
+    raw = REGISTRY["lightning"].read_at(V1)
     row = next(r for r in _rows(V1) if r["test_loss"])
     assert (row["step"], row["epoch"]) == ("16", "1")  # after fit: 16 updates, 1 epoch done
     assert _points(raw, "test/loss") == [(16, float(row["test_loss"]))]
@@ -69,7 +70,7 @@ def test_trainer_test_rows_keep_their_step_the_updates_done():
 
 
 def test_every_filled_cell_is_a_point_and_nothing_is_deduplicated():
-    raw = lightning.read(V0)
+    raw = REGISTRY["lightning"].read_at(V0)
     cells = sum(1 for row in _rows(V0) for key, value in row.items() if key != "step" and value)
     assert raw.points == cells == 106
     # LearningRateMonitor logs at the start of each of the 2 micro-batches of an update
@@ -80,14 +81,14 @@ def test_every_filled_cell_is_a_point_and_nothing_is_deduplicated():
 
 
 def test_names_follow_the_canonical_scheme_and_keep_the_logged_name():
-    raw = lightning.read(V0)
+    raw = REGISTRY["lightning"].read_at(V0)
     assert raw.aliases == {"train/loss": "train_loss_step", "train/loss_epoch": "train_loss_epoch",
                            "eval/loss": "val_loss", "train/learning_rate": "lr-AdamW",
                            "train/epoch": "epoch"}
 
 
 def test_hparams_give_facts_with_their_source():
-    facts = lightning.read(V0).facts
+    facts = REGISTRY["lightning"].read_at(V0).facts
     assert facts["per_device_batch"].value == 4
     assert facts["per_device_batch"].source == "hparams.yaml: batch_size"
     assert facts["grad_accum"].value == 2
@@ -98,11 +99,11 @@ def test_hparams_give_facts_with_their_source():
 
 
 def test_trainer_arguments_that_hparams_lack_are_pointed_out():
-    raw = lightning.read(V1)
+    raw = REGISTRY["lightning"].read_at(V1)
     assert "grad_accum" not in raw.facts and raw.facts["per_device_batch"].value == 8
     finding = next(f for f in raw.findings if f.code == "trainer-args-not-logged")
     assert finding.level == "info" and "--set" in finding.message
-    hinted = lightning.read(V1, hints={"grad_accum": 1})
+    hinted = REGISTRY["lightning"].read_at(V1, hints={"grad_accum": 1})
     assert not any(f.code == "trainer-args-not-logged" for f in hinted.findings)
 
 
@@ -121,7 +122,7 @@ def test_load_many_gives_one_run_per_version_on_every_axis():
 
 def test_a_multi_version_folder_read_alone_names_its_versions():
     with pytest.raises(InputError, match="holds 2 Lightning runs .*version_0.*version_1"):
-        lightning.read(LOGS)
+        REGISTRY["lightning"].read_at(LOGS)
 
 
 def _copy(tmp_path: Path, folder: Path = V0) -> Path:
@@ -135,7 +136,7 @@ def test_a_cut_off_last_line_is_dropped_with_its_line_number(tmp_path):
     run = _copy(tmp_path)
     data = (run / "metrics.csv").read_bytes()
     (run / "metrics.csv").write_bytes(data[:-12])
-    raw = lightning.read(run)
+    raw = REGISTRY["lightning"].read_at(run)
     lines = data.count(b"\n")
     finding = next(f for f in raw.findings if f.code == "damaged-input")
     assert f"line {lines} is cut off" in finding.message and finding.level == "warning"
@@ -152,7 +153,7 @@ def test_bad_lines_and_values_are_counted_and_skipped(tmp_path):
     lines[4] = lines[4].replace(",1,", ",one,", 1)
     lines[6] = lines[6].replace("4.214542", "x4.21454", 1)
     (run / "metrics.csv").write_text("\r\n".join(lines) + "\r\n")
-    raw = lightning.read(run)
+    raw = REGISTRY["lightning"].read_at(run)
     messages = [f.message for f in raw.findings if f.code == "damaged-input"]
     assert any("2 lines without 6 fields or a whole-number step (line 4, 5)" in m
                for m in messages)
@@ -166,7 +167,7 @@ def test_nan_and_inf_are_kept(tmp_path):
     text = (run / "metrics.csv").read_text()
     text = text.replace("4.226187229156494", "nan").replace("4.214542388916016", "inf")
     (run / "metrics.csv").write_text(text)
-    values = lightning.read(run).scalars.filter(metric="train/loss").get_column("value")
+    values = REGISTRY["lightning"].read_at(run).scalars.filter(metric="train/loss").get_column("value")
     assert math.isnan(values[0]) and values[1] == math.inf
 
 
@@ -175,7 +176,7 @@ def test_a_header_only_file_has_no_points_and_says_so(tmp_path):
     run = _copy(tmp_path)
     header = (run / "metrics.csv").read_bytes().split(b"\n")[0] + b"\n"
     (run / "metrics.csv").write_bytes(header)
-    raw = lightning.read(run)
+    raw = REGISTRY["lightning"].read_at(run)
     assert raw.points == 0 and any(f.code == "no-points" for f in raw.findings)
 
 
@@ -185,7 +186,7 @@ def test_hparams_with_python_tags_still_give_facts(tmp_path):
     (run / "hparams.yaml").write_text(
         "args: !!python/object:argparse.Namespace\n  batch_size: 16\n  seq_len: 128\n"
         "betas: !!python/tuple\n- 0.9\n- 0.95\n")
-    facts = lightning.read(run).facts
+    facts = REGISTRY["lightning"].read_at(run).facts
     assert facts["per_device_batch"].value == 16
     assert facts["per_device_batch"].source == "hparams.yaml: args.batch_size"
     assert facts["seq_len"].value == 128
@@ -195,7 +196,7 @@ def test_a_damaged_hparams_yaml_costs_only_the_facts(tmp_path):
     # hand-damaged copy: hparams.yaml cut inside a flow mapping
     run = _copy(tmp_path)
     (run / "hparams.yaml").write_text("batch_size: 4\nbetas: {a: 1\n")
-    raw = lightning.read(run)
+    raw = REGISTRY["lightning"].read_at(run)
     assert raw.points == 106 and raw.facts == {}
     assert any(f.code == "damaged-input" and "hparams.yaml: not valid YAML at line" in f.message
                for f in raw.findings)
@@ -206,7 +207,7 @@ def test_a_csv_without_a_step_column_is_not_lightning(tmp_path):
     (tmp_path / "metrics.csv").write_text("epoch,loss\n0,1.5\n")
     assert not lightning.sniff(tmp_path)
     with pytest.raises(InputError, match="no Lightning CSVLogger run"):
-        lightning.read(tmp_path)
+        REGISTRY["lightning"].read_at(tmp_path)
 
 
 @pytest.mark.parametrize(("key", "name"), [
@@ -215,9 +216,9 @@ def test_a_csv_without_a_step_column_is_not_lightning(tmp_path):
      "train/grad_norm"), ("lr", "train/learning_rate"), ("charts/loss", "charts/loss"),
     ("lr-AdamW/pg1", "lr-AdamW/pg1"), ("val_loss_step", "eval/loss_step")])
 def test_canonical_names(key, name):
-    assert lightning.canonical_name(key) == name
+    assert canonical(key, LIGHTNING) == name
 
 
 def test_colliding_names_keep_their_logged_names():
-    assert lightning.canonical_names(["loss", "train_loss", "val_loss"]) == {
+    assert canonical_names(["loss", "train_loss", "val_loss"], LIGHTNING) == {
         "loss": "loss", "train_loss": "train_loss", "val_loss": "eval/loss"}

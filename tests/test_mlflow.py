@@ -48,7 +48,7 @@ def _points(raw, metric: str) -> list[tuple[int, float]]:
 
 
 def test_registered_and_each_live_run_of_a_file_store_is_a_root():
-    assert REGISTRY["mlflow"] is mlflow
+    assert REGISTRY["mlflow"] is mlflow.FORMAT
     for path in (STORE, MLRUNS):
         assert mlflow.sniff(path)
         roots = mlflow.expand(path)
@@ -60,7 +60,7 @@ def test_registered_and_each_live_run_of_a_file_store_is_a_root():
 
 def test_file_store_points_are_the_metric_file_lines():
     run = _file_runs()["accum2"]
-    raw = mlflow.read(run)
+    raw = REGISTRY["mlflow"].read_at(run)
     lines = _lines(run, "train/loss")
     assert _points(raw, "train/loss") == [(int(s), float(v)) for _, v, s in lines]
     assert [int(s) for _, _, s in lines] == list(range(1, 25))
@@ -73,7 +73,7 @@ def test_file_store_points_are_the_metric_file_lines():
 
 
 def test_keys_with_a_slash_are_rebuilt_from_subfolders():
-    raw = mlflow.read(_file_runs()["accum1"])
+    raw = REGISTRY["mlflow"].read_at(_file_runs()["accum1"])
     assert sorted(raw.scalars.get_column("metric").unique()) == [
         "eval/loss", "train/grad_norm", "train/learning_rate", "train/loss",
         "train/num_input_tokens_seen"]
@@ -82,7 +82,7 @@ def test_keys_with_a_slash_are_rebuilt_from_subfolders():
 
 
 def test_params_are_facts_with_their_source():
-    facts = mlflow.read(_file_runs()["accum2"]).facts
+    facts = REGISTRY["mlflow"].read_at(_file_runs()["accum2"]).facts
     assert facts["per_device_batch"].value == 4
     assert facts["per_device_batch"].source == "mlflow params: batch_size"
     assert facts["grad_accum"].value == 2
@@ -92,7 +92,7 @@ def test_params_are_facts_with_their_source():
 
 
 def test_the_step_unit_is_an_assumption_that_is_said():
-    finding = next(f for f in mlflow.read(_file_runs()["accum2"]).findings
+    finding = next(f for f in REGISTRY["mlflow"].read_at(_file_runs()["accum2"]).findings
                    if f.code == "step-unit-assumed")
     assert finding.level == "info" and "optimizer steps" in finding.message
 
@@ -107,14 +107,14 @@ def test_files_are_every_file_read():
 def test_a_deleted_run_read_directly_says_so():
     deleted = next(r for r in MLRUNS.glob("*/*") if (r / "meta.yaml").is_file()
                    and "lifecycle_stage: deleted" in (r / "meta.yaml").read_text())
-    raw = mlflow.read(deleted)
+    raw = REGISTRY["mlflow"].read_at(deleted)
     assert raw.name == "deleted" and _points(raw, "train/loss") == [(1, 9.0)]
     assert any(f.code == "deleted-run" for f in raw.findings)
 
 
 def test_a_folder_of_several_runs_read_alone_names_them():
     with pytest.raises(InputError, match=r"holds 2 MLflow runs \(accum2 .*accum1"):
-        mlflow.read(STORE)
+        REGISTRY["mlflow"].read_at(STORE)
 
 
 def test_load_many_on_a_file_store_puts_runs_on_samples_and_tokens():
@@ -142,7 +142,7 @@ def test_two_and_five_field_lines_and_bad_lines(tmp_path):
     with (run / "metrics" / "grad_norm").open("a") as handle:
         handle.write("1795947803600 0.5\n1795947803601 0.25 25 eval-set 3f2a1b\n")
         handle.write("garbage\n1795947803602 zero 26\n1795947803603 0.1 2.5\n")
-    raw = mlflow.read(run)
+    raw = REGISTRY["mlflow"].read_at(run)
     assert _points(raw, "train/grad_norm")[-2:] == [(0, 0.5), (25, 0.25)]
     finding = next(f for f in raw.findings if f.code == "damaged-input")
     assert finding.message.startswith("3 MLflow metric lines are not `timestamp value [step]`")
@@ -154,7 +154,7 @@ def test_a_cut_off_last_metric_line_is_dropped(tmp_path):
     run = _copy_run(tmp_path)
     file = run / "metrics" / "train" / "loss"
     file.write_bytes(file.read_bytes()[:-4])
-    raw = mlflow.read(run)
+    raw = REGISTRY["mlflow"].read_at(run)
     assert raw.scalars.filter(metric="train/loss").get_column("step").max() == 23
     assert any("line 24 is cut off" in f.message for f in raw.findings)
 
@@ -164,7 +164,7 @@ def test_nan_and_inf_lines_are_kept(tmp_path):
     run = _copy_run(tmp_path)
     with (run / "metrics" / "train" / "loss").open("a") as handle:
         handle.write("1795947803700 nan 25\n1795947803701 -inf 26\n")
-    values = mlflow.read(run).scalars.filter(metric="train/loss").get_column("value")
+    values = REGISTRY["mlflow"].read_at(run).scalars.filter(metric="train/loss").get_column("value")
     assert math.isnan(values[-2]) and values[-1] == -math.inf
 
 
@@ -183,7 +183,7 @@ def test_each_live_run_of_a_database_is_a_virtual_root():
 
 def test_both_stores_give_the_same_points_and_facts():
     for name in ("accum2", "accum1"):
-        from_db, from_files = mlflow.read(_db_runs()[name]), mlflow.read(_file_runs()[name])
+        from_db, from_files = REGISTRY["mlflow"].read_at(_db_runs()[name]), REGISTRY["mlflow"].read_at(_file_runs()[name])
         columns = ["metric", "step", "value"]
         assert (from_db.scalars.sort(columns).select(columns).to_dicts()
                 == from_files.scalars.sort(columns).select(columns).to_dicts())
@@ -191,12 +191,12 @@ def test_both_stores_give_the_same_points_and_facts():
         assert {k: f.value for k, f in from_db.facts.items()} == {
             k: f.value for k, f in from_files.facts.items()}
     assert _db_runs()["accum2"] != _file_runs()["accum2"]
-    fact = mlflow.read(_db_runs()["accum2"]).facts["grad_accum"]
+    fact = REGISTRY["mlflow"].read_at(_db_runs()["accum2"]).facts["grad_accum"]
     assert fact.source == "mlflow.db params: gradient_accumulation_steps"
 
 
 def test_a_lightning_run_in_mlflow_keeps_lightnings_steps_and_says_so():
-    raw = mlflow.read(_db_runs()["lightning"])
+    raw = REGISTRY["mlflow"].read_at(_db_runs()["lightning"])
     assert raw.scalars.filter(metric="train/loss").get_column("step").to_list() == list(range(24))
     assert raw.aliases["train/loss"] == "train_loss_step" and raw.aliases["eval/loss"] == "val_loss"
     assert raw.facts["grad_accum"].source == "mlflow.db params: accumulate_grad_batches"
@@ -209,7 +209,7 @@ def test_the_database_is_never_written(tmp_path):
     shutil.copyfile(DB, copy)
     before = (hashlib.sha256(copy.read_bytes()).hexdigest(), copy.stat().st_mtime_ns)
     for root in mlflow.expand(copy):
-        mlflow.read(root)
+        REGISTRY["mlflow"].read_at(root)
     assert (hashlib.sha256(copy.read_bytes()).hexdigest(), copy.stat().st_mtime_ns) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mlflow.db"]
 
@@ -227,7 +227,7 @@ def test_nan_and_inf_stored_the_mlflow_way_come_back(tmp_path):
                                                    run_id, 26, 0),
              (-1.7976931348623157e308, 1795947803702, run_id, 27, 0)])
     conn.close()
-    loss = mlflow.read(copy / run_id).scalars.filter(metric="train/loss")
+    loss = REGISTRY["mlflow"].read_at(copy / run_id).scalars.filter(metric="train/loss")
     values = loss.filter(pl.col("step") > 24).sort("step").get_column("value")
     assert math.isnan(values[0]) and values[1] == math.inf and values[2] == -math.inf
 
@@ -239,19 +239,19 @@ def test_a_damaged_database_is_an_input_error_naming_it(tmp_path):
     garbage.write_bytes(b"\x00\xff not sqlite" * 100)
     assert mlflow.sniff(garbage.parent) and mlflow.expand(garbage.parent) == [garbage]
     with pytest.raises(InputError, match=r"mlflow\.db: cannot be read as an MLflow SQLite"):
-        mlflow.read(garbage.parent)
+        REGISTRY["mlflow"].read_at(garbage.parent)
     broken = tmp_path / "b" / "mlflow.db"
     broken.parent.mkdir()
     data = bytearray(DB.read_bytes())
     data[100:len(data)] = bytes(len(data) - 100)
     broken.write_bytes(bytes(data))
     with pytest.raises(InputError, match="cannot be read as an MLflow SQLite database"):
-        mlflow.read(broken)
+        REGISTRY["mlflow"].read_at(broken)
 
 
 def test_an_unknown_run_id_lists_the_live_ones():
     with pytest.raises(InputError, match="no run with id 'nope'"):
-        mlflow.read(DB / "nope")
+        REGISTRY["mlflow"].read_at(DB / "nope")
 
 
 def test_an_sqlite_file_of_another_program_is_not_claimed(tmp_path):

@@ -13,7 +13,7 @@ import pytest
 
 import runcompare as rc
 from runcompare.errors import InputError
-from runcompare.sources import sniff
+from runcompare.sources import REGISTRY
 from runcompare.sources.formats import _tfevents as tfevents
 from runcompare.sources.formats import tensorboard
 
@@ -71,7 +71,7 @@ def test_every_scalar_of_every_real_file_matches_tensorboards_own_parser(file):
 
 
 def test_simple_values_text_hparams_and_what_is_skipped():
-    raw = tensorboard.read(TB / "torch_simple")
+    raw = REGISTRY["tensorboard"].read_at(TB / "torch_simple")
     counts = dict(raw.scalars.group_by("metric").len().iter_rows())
     assert counts == {"train/loss": 30, "train/learning_rate": 30, "train/epoch": 30,
                       "eval/loss": 3, "hparam/final_loss": 1}
@@ -101,7 +101,7 @@ def test_the_add_hparams_folder_belongs_to_its_run_and_gives_facts():
     hparams = tfevents.decode(event_file(folder).read_bytes()).hparams
     assert hparams == {"lr": pytest.approx(3e-4), "batch_size": 4.0, "optimizer": "adamw"}
     assert tensorboard.expand(TB / "torch_simple") == [TB / "torch_simple"]
-    tf2 = tensorboard.read(TB / "tf2").facts
+    tf2 = REGISTRY["tensorboard"].read_at(TB / "tf2").facts
     assert tf2["per_device_batch"].value == 4
     assert tf2["per_device_batch"].source == "tensorboard hparams: per_device_train_batch_size"
 
@@ -114,7 +114,7 @@ def test_the_add_hparams_folder_belongs_to_its_run_and_gives_facts():
     ("tf2", ["train/grad_norm", "train/loss"], range(25), None),
 ])
 def test_tensor_scalars_in_every_encoding(folder, tags, steps, exact):
-    frame = tensorboard.read(TB / folder).scalars
+    frame = REGISTRY["tensorboard"].read_at(TB / folder).scalars
     assert sorted(frame.get_column("metric").unique()) == tags
     for tag in tags:
         points = frame.filter(metric=tag).sort("step")
@@ -130,7 +130,7 @@ def test_tensor_scalars_in_every_encoding(folder, tags, steps, exact):
 
 
 def test_tf1_merged_summaries_hold_several_values_per_event():
-    raw = tensorboard.read(TB / "tf1")
+    raw = REGISTRY["tensorboard"].read_at(TB / "tf1")
     frame = raw.scalars.sort("metric", "step")
     assert dict(frame.group_by("metric").len().iter_rows()) == {"loss": 20, "accuracy": 20}
     losses = frame.filter(metric="loss")
@@ -144,7 +144,7 @@ def test_tf1_merged_summaries_hold_several_values_per_event():
 
 
 def test_purge_step_restart_is_a_leg_that_orphans_later_points():
-    raw = tensorboard.read(TB / "torch_purge")
+    raw = REGISTRY["tensorboard"].read_at(TB / "torch_purge")
     assert raw.leg_starts == {1: 20}
     legs = raw.scalars.group_by("leg").agg(pl.len(), pl.col("step").min().alias("first"))
     assert sorted(legs.iter_rows()) == [(0, 30, 0), (1, 20, 20)]
@@ -169,7 +169,7 @@ def test_a_logdir_of_seeds_is_three_runs():
         assert losses.height == 20
         assert losses.get_column("value")[-1] == pytest.approx(loss(20, seed), rel=F32)
     with pytest.raises(InputError, match=r"holds 3 TensorBoard runs \(seed0, seed1, seed2\)"):
-        tensorboard.read(TB / "seeds")
+        REGISTRY["tensorboard"].read_at(TB / "seeds")
 
 
 def test_run_roots_of_a_mixed_logdir():
@@ -197,7 +197,7 @@ def test_hf_runs_give_the_same_points_and_batch_from_tensorboard_as_from_trainer
 
 
 def test_hf_resumed_run_gives_the_same_points_as_its_final_trainer_state():
-    raw = tensorboard.read(DATA / "hf_resumed")
+    raw = REGISTRY["tensorboard"].read_at(DATA / "hf_resumed")
     assert raw.scalars.get_column("leg").unique().sort().to_list() == [0, 1]
     run = _same_points(DATA / "hf_resumed")
     dropped = {f.message.split(" points of ")[1].split()[0]: int(f.message.split()[0])
@@ -230,7 +230,7 @@ def _same_points(path: Path) -> rc.Run:
     ("garbage", 20, "78 bytes of garbage"),
 ])
 def test_damage_keeps_what_is_readable_and_says_where(case, points, words):
-    raw = tensorboard.read(TB / "damaged" / case)
+    raw = REGISTRY["tensorboard"].read_at(TB / "damaged" / case)
     assert raw.points == points
     (finding,) = [f for f in raw.findings if f.code == "damaged-input"]
     assert finding.level == "warning" and words in finding.message
@@ -242,12 +242,12 @@ def test_damage_keeps_what_is_readable_and_says_where(case, points, words):
 
 def test_a_file_that_is_no_event_file_is_an_input_error_naming_it():
     with pytest.raises(InputError, match="not_events.*no readable TensorBoard event"):
-        tensorboard.read(TB / "damaged" / "not_events")
+        REGISTRY["tensorboard"].read_at(TB / "damaged" / "not_events")
 
 
 def test_an_empty_event_file_is_a_run_with_no_points_yet(tmp_path):
     (tmp_path / "events.out.tfevents.1700000000.host.1.0").write_bytes(b"")
-    raw = tensorboard.read(tmp_path)
+    raw = REGISTRY["tensorboard"].read_at(tmp_path)
     assert raw.points == 0 and [f.code for f in raw.findings] == ["no-scalars"]
 
 
@@ -259,7 +259,7 @@ def test_an_empty_file_and_every_cut_of_a_real_file(tmp_path):
         target.write_bytes(data[:cut])
         counts.append(tfevents.decode(data[:cut]).scalars.height)
         try:
-            tensorboard.read(tmp_path)
+            REGISTRY["tensorboard"].read_at(tmp_path)
         except InputError:
             assert counts[-1] == 0
     assert counts == sorted(counts) and counts[-1] == 20
@@ -269,7 +269,7 @@ def test_two_writers_at_once_are_one_leg(tmp_path):
     file = event_file(TB / "torch_new_style")
     for rank in range(2):
         shutil.copy(file, tmp_path / f"{file.name}.rank{rank}")
-    raw = tensorboard.read(tmp_path)
+    raw = REGISTRY["tensorboard"].read_at(tmp_path)
     assert raw.scalars.get_column("leg").unique().to_list() == [0] and raw.points == 40
     assert [f.code for f in raw.findings] == ["concurrent-writers"]
 
@@ -277,14 +277,14 @@ def test_two_writers_at_once_are_one_leg(tmp_path):
 def test_a_later_file_with_new_tags_only_continues_the_leg(tmp_path):
     shutil.copy(event_file(TB / "tb_writer"), tmp_path)
     shutil.copy(event_file(TB / "tb_typed"), tmp_path)
-    raw = tensorboard.read(tmp_path)
+    raw = REGISTRY["tensorboard"].read_at(tmp_path)
     assert raw.scalars.get_column("leg").unique().to_list() == [0] and raw.points == 40
 
 
 def test_a_leg_that_starts_over_is_pointed_out(tmp_path):
     for seed in (0, 1):
         shutil.copy(event_file(TB / "seeds" / f"seed{seed}"), tmp_path)
-    raw = tensorboard.read(tmp_path)
+    raw = REGISTRY["tensorboard"].read_at(tmp_path)
     assert raw.scalars.group_by("leg").len().sort("leg").get_column("len").to_list() == [20, 20]
     (finding,) = [f for f in raw.findings if f.code == "leg-restarts-from-scratch"]
     assert "starts again at step 1" in finding.message
@@ -297,5 +297,5 @@ def test_registry_and_load_put_tensorboard_points_on_every_axis():
     assert frame.get_column("epoch").to_list() == pytest.approx([s / 30 for s in range(1, 31)],
                                                                 rel=F32)
     assert "train/epoch" not in run.metrics
-    assert sniff(tensorboard, TB / "tf2") and not sniff(tensorboard, DATA / "lightning")
+    assert REGISTRY["tensorboard"].finds(TB / "tf2") and not REGISTRY["tensorboard"].finds(DATA / "lightning")
     assert tensorboard.files(TB / "torch_purge") == sorted((TB / "torch_purge").iterdir())

@@ -9,14 +9,13 @@ import pytest
 import runcompare as rc
 from runcompare.errors import InputError, UsageError
 from runcompare.legs import resolve_legs
-from runcompare.sources import REGISTRY, sniff
-from runcompare.sources.formats import hf_stdout, megatron, nanogpt, text, torchtitan
+from runcompare.sources import REGISTRY
 
 from .conftest import DATA, SAMPLES
 
 TEXT = DATA / "text"
-TEXT_SOURCES = {"hf-stdout": hf_stdout, "megatron": megatron, "nanogpt": nanogpt,
-                "torchtitan": torchtitan, "text": text}
+TEXT_SOURCES = {name: REGISTRY[name] for name in ("hf-stdout", "megatron", "nanogpt",
+                                                  "torchtitan", "jsonl", "text")}
 PATTERN = (r"(?P<wall_time>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) ep \d+ it (?P<step>\d+) "
            r"train_loss (?P<loss>\S+) acc (?P<acc>\S+)")
 
@@ -26,7 +25,7 @@ PATTERN = (r"(?P<wall_time>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) ep \d+ it (?P<step>\d
     ("torchtitan", "torchtitan"), ("torchtitan_resume", "torchtitan"), ("kv", "text"), ("colon", "text"), ("seed_trainer", "text"),
     ("hf4x_attn", "hf-stdout"), ("pattern", None)])
 def test_each_log_is_claimed_by_its_own_source_only(folder, owner):
-    claimed = [name for name, module in TEXT_SOURCES.items() if sniff(module, TEXT / folder)]
+    claimed = [name for name, module in TEXT_SOURCES.items() if module.finds(TEXT / folder)]
     assert claimed == ([owner] if owner else [])
 
 
@@ -34,13 +33,14 @@ def test_registered_and_never_claiming_wandb_files_or_other_text():
     assert list(TEXT_SOURCES) == [n for n in REGISTRY if n in TEXT_SOURCES]
     wandb = SAMPLES / "attn" / "wandb"
     for module in TEXT_SOURCES.values():
-        assert not sniff(module, wandb)
-        assert not module.files(wandb / "debug.log") and not module.files(wandb / "debug-internal.log")
-        assert not sniff(module, DATA / "README.md")
+        assert not module.finds(wandb)
+        assert not module.files_at(wandb / "debug.log")
+        assert not module.files_at(wandb / "debug-internal.log")
+        assert not module.finds(DATA / "README.md")
 
 
 def test_nanogpt_steps_are_updates_done():
-    raw = nanogpt.read(TEXT / "nanogpt")
+    raw = REGISTRY["nanogpt"].read_at(TEXT / "nanogpt")
     loss = raw.scalars.filter(metric="train/loss", leg=0)
     assert loss.get_column("step").to_list()[:3] == [1, 11, 21]  # iter 0, 10, 20
     evals = raw.scalars.filter(metric="eval/loss").select("step", "leg").rows()
@@ -51,7 +51,7 @@ def test_nanogpt_steps_are_updates_done():
 
 
 def test_nanogpt_facts_and_tokens_axis():
-    facts = nanogpt.read(TEXT / "nanogpt").facts
+    facts = REGISTRY["nanogpt"].read_at(TEXT / "nanogpt").facts
     assert facts["tokens_per_step"].value == 16_384 and facts["tokens_per_step"].kind == "logged"
     assert facts["max_steps"].value == 500  # "Overriding: max_iters = 500" beats the config file
     assert facts["seq_len"].source == "train.log: config block_size"
@@ -63,14 +63,14 @@ def test_nanogpt_facts_and_tokens_axis():
 
 
 def test_nanogpt_resume_leg_overrides_the_crashed_tail():
-    raw = nanogpt.read(TEXT / "nanogpt")
+    raw = REGISTRY["nanogpt"].read_at(TEXT / "nanogpt")
     kept, _ = resolve_legs(raw.scalars, starts=raw.leg_starts)
     loss = kept.filter(metric="train/loss").sort("step")
     assert loss.filter(pl.col("step") > 250).get_column("leg").unique().to_list() == [1]
 
 
 def test_torchtitan_strips_colours_and_reads_each_field():
-    raw = torchtitan.read(TEXT / "torchtitan")
+    raw = REGISTRY["torchtitan"].read_at(TEXT / "torchtitan")
     at = dict(raw.scalars.filter(step=10).select("metric", "value").iter_rows())
     assert at == {"train/loss": 10.6129, "train/grad_norm": 1.3345,
                   "train/memory_gib": 30.12, "train/memory_pct": 38.1,
@@ -83,7 +83,7 @@ def test_torchtitan_strips_colours_and_reads_each_field():
 
 
 def test_torchtitan_facts_from_the_training_starts_line():
-    facts = torchtitan.read(TEXT / "torchtitan").facts
+    facts = REGISTRY["torchtitan"].read_at(TEXT / "torchtitan").facts
     assert (facts["per_device_batch"].value, facts["global_batch"].value,
             facts["grad_accum"].value, facts["seq_len"].value, facts["max_steps"].value) == \
         (1, 8, 1, 8192, 100)
@@ -91,7 +91,7 @@ def test_torchtitan_facts_from_the_training_starts_line():
 
 
 def test_seed_trainer_steps_and_the_micro_step_bar():
-    raw = text.read(TEXT / "seed_trainer")
+    raw = REGISTRY["text"].read_at(TEXT / "seed_trainer")
     assert raw.step_unit == "optimizer"
     loss = raw.scalars.filter(metric="train/loss")
     assert loss.get_column("step").to_list() == list(range(5, 41, 5))
@@ -104,7 +104,7 @@ def test_seed_trainer_steps_and_the_micro_step_bar():
 
 
 def test_generic_key_value_lines_and_step_less_eval_lines():
-    raw = text.read(TEXT / "kv")
+    raw = REGISTRY["text"].read_at(TEXT / "kv")
     assert raw.scalars.filter(metric="train/learning_rate").get_column("value")[0] == 1.5e-4
     assert raw.aliases["train/learning_rate"] == "lr" and raw.aliases["eval/loss"] == "val_loss"
     assert raw.scalars.filter(metric="eval/loss").get_column("step").to_list() == [100, 200]
@@ -112,13 +112,13 @@ def test_generic_key_value_lines_and_step_less_eval_lines():
 
 
 def test_generic_colon_lines():
-    raw = text.read(TEXT / "colon")
+    raw = REGISTRY["text"].read_at(TEXT / "colon")
     assert raw.scalars.filter(metric="train/loss").height == 50
     assert raw.scalars.filter(metric="train/throughput", step=1).get_column("value")[0] == 1235.5
 
 
 def test_pattern_reads_a_format_nothing_else_claims():
-    raw = text.read(TEXT / "pattern", hints={"pattern": PATTERN})
+    raw = REGISTRY["text"].read_at(TEXT / "pattern", hints={"pattern": PATTERN})
     assert raw.scalars.filter(metric="train/loss").get_column("step").to_list() == \
         list(range(5, 101, 5))
     assert raw.scalars.filter(metric="train/acc", step=100).get_column("value")[0] == 0.9
@@ -127,17 +127,17 @@ def test_pattern_reads_a_format_nothing_else_claims():
 
 def test_bad_patterns_are_usage_errors():
     with pytest.raises(UsageError, match=r"needs a named group \(\?P<step>"):
-        text.read(TEXT / "pattern", hints={"pattern": r"loss (?P<loss>\S+)"})
+        REGISTRY["text"].read_at(TEXT / "pattern", hints={"pattern": r"loss (?P<loss>\S+)"})
     with pytest.raises(UsageError, match="Rust regex syntax"):
-        text.read(TEXT / "pattern", hints={"pattern": r"it (?P<step>\d+)(?=x)"})
+        REGISTRY["text"].read_at(TEXT / "pattern", hints={"pattern": r"it (?P<step>\d+)(?=x)"})
     with pytest.raises(InputError, match="matched no line"):
-        text.read(TEXT / "pattern", hints={"pattern": r"nothing (?P<step>\d+)"})
+        REGISTRY["text"].read_at(TEXT / "pattern", hints={"pattern": r"nothing (?P<step>\d+)"})
 
 
 def test_values_without_any_step_are_numbered_by_log_call(tmp_path):
     log = tmp_path / "train.log"
     log.write_text("loss=2.5 acc=0.1\nloss=2.4 acc=0.2\nloss=2.3 acc=0.3\n")
-    raw = text.read(log)
+    raw = REGISTRY["text"].read_at(log)
     assert raw.step_unit == "log_call"
     assert raw.scalars.filter(metric="train/loss").get_column("step").to_list() == [1, 2, 3]
     assert "step-is-log-call" in [f.code for f in raw.findings]
@@ -147,13 +147,13 @@ def test_binary_garbage_is_not_a_log(tmp_path):
     junk = tmp_path / "junk.log"
     junk.write_bytes(bytes(range(256)) * 4000)
     for module in TEXT_SOURCES.values():
-        assert not sniff(module, junk)
+        assert not module.finds(junk)
     with pytest.raises(InputError):
-        text.read(junk)
+        REGISTRY["text"].read_at(junk)
 
 
 def test_torchtitan_resume_is_two_legs_from_the_loaded_checkpoint():
-    raw = torchtitan.read(TEXT / "torchtitan_resume")
+    raw = REGISTRY["torchtitan"].read_at(TEXT / "torchtitan_resume")
     # launch 2 says "Training starts at step 41." after loading the step-40 checkpoint
     assert raw.leg_starts == {1: 41}
     loss = raw.scalars.filter(metric="train/loss").sort("step", "leg")

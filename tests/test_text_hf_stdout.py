@@ -14,8 +14,9 @@ import pytest
 import runcompare as rc
 from runcompare.errors import InputError, MissingInfoError
 from runcompare.legs import resolve_legs
-from runcompare.sources import sniff
-from runcompare.sources.formats import _hf_dicts, hf_stdout, hf_trainer
+from runcompare.sources import REGISTRY
+from runcompare.sources.formats import _hf_dicts
+from runcompare.sources.naming import canonical
 from runcompare.sources.textlog import lines as _lines
 
 from .conftest import DATA, SAMPLES
@@ -28,7 +29,7 @@ RUNS = [SAMPLES / "attn", SAMPLES / "mamba", DATA / "hf_ddp", DATA / "hf_tokens"
 def _state_points(run: Path) -> list[tuple[str, int, float]]:
     """(metric, step, value) of every log_history value, sorted (epoch repeats per entry)."""
     history = json.loads((run / "trainer_state.json").read_text())["log_history"]
-    return sorted((hf_trainer.canonical_name(k), e["step"], float(v)) for e in history
+    return sorted((canonical(k), e["step"], float(v)) for e in history
                   for k, v in e.items() if k != "step")
 
 
@@ -50,7 +51,7 @@ def _four_digits(printed: float, exact: float) -> bool:
 
 @pytest.mark.parametrize("run", RUNS, ids=lambda p: p.name)
 def test_stdout_alone_gives_the_points_of_trainer_state_json(run):
-    raw = hf_stdout.read(run)
+    raw = REGISTRY["hf-stdout"].read_at(run)
     assert raw.source == "hf-stdout" and raw.step_unit == "optimizer"
     printed = _stdout_points(raw)
     # the Trainer logs total_flos in trainer_state.json but does not print it
@@ -88,7 +89,7 @@ def test_token_counter_becomes_the_tokens_axis():
 
 
 def test_resumed_run_has_two_legs_and_the_resume_step():
-    raw = hf_stdout.read(DATA / "hf_resumed")
+    raw = REGISTRY["hf-stdout"].read_at(DATA / "hf_resumed")
     assert raw.leg_starts == {1: 21}  # "Resuming training from checkpoint ... global step 20"
     legs = raw.scalars.filter(metric="train/loss").group_by("leg").agg(
         pl.col("step").min().alias("first"), pl.col("step").max().alias("last")).sort("leg")
@@ -101,7 +102,7 @@ def test_resumed_run_has_two_legs_and_the_resume_step():
 
 def test_summary_rates_are_facts_only_when_the_global_batch_is_not_printed(tmp_path):
     log = _without(SAMPLES / "attn", tmp_path, r"\[transformers\] .*= .*\n")
-    raw = hf_stdout.read(log)
+    raw = REGISTRY["hf-stdout"].read_at(log)
     assert "global_batch" not in raw.facts
     assert raw.facts["train_samples_per_second"].value == 149.1
     assert raw.facts["train_steps_per_second"].source == \
@@ -123,22 +124,22 @@ BAR = r"[^\r\n{]*\d+/\d+ \[[^\]]*\](?:\x1b\[A)?"
 def test_without_bar_and_info_block_logging_steps_must_be_given(tmp_path):
     log = _without(SAMPLES / "attn", tmp_path, BAR + r"|\[transformers\][^\n]*\n")
     with pytest.raises(MissingInfoError, match=r"--set logging_steps=N"):
-        hf_stdout.read(log)
-    raw = hf_stdout.read(log, hints={"logging_steps": 5, "eval_steps": 25})
-    assert _stdout_points(raw) == _stdout_points(hf_stdout.read(SAMPLES / "attn"))
+        REGISTRY["hf-stdout"].read_at(log)
+    raw = REGISTRY["hf-stdout"].read_at(log, hints={"logging_steps": 5, "eval_steps": 25})
+    assert _stdout_points(raw) == _stdout_points(REGISTRY["hf-stdout"].read_at(SAMPLES / "attn"))
 
 
 def test_without_a_bar_logging_steps_follows_from_epochs_and_steps_per_epoch(tmp_path):
     log = _without(SAMPLES / "attn", tmp_path, BAR)
-    raw = hf_stdout.read(log)
+    raw = REGISTRY["hf-stdout"].read_at(log)
     message = next(f.message for f in raw.findings if f.code == "logging-steps-from-epoch")
     assert "logging_steps 5 inferred from the epoch advance" in message
-    assert _stdout_points(raw) == _stdout_points(hf_stdout.read(SAMPLES / "attn"))
+    assert _stdout_points(raw) == _stdout_points(REGISTRY["hf-stdout"].read_at(SAMPLES / "attn"))
 
 
 def test_without_eval_steps_an_eval_takes_the_step_of_the_train_log_with_its_epoch(tmp_path):
     log = _without(SAMPLES / "attn", tmp_path, BAR)
-    raw = hf_stdout.read(log, hints={"logging_steps": "5"})  # --set gives strings
+    raw = REGISTRY["hf-stdout"].read_at(log, hints={"logging_steps": "5"})  # --set gives strings
     evals = raw.scalars.filter(metric="eval/loss").get_column("step").to_list()
     assert evals == [25, 50, 75, 100]
 
@@ -149,13 +150,13 @@ def test_without_bar_and_info_block_a_resume_of_4x_counts_from_the_resume_step(t
         "Resuming training from checkpoint with epoch 0 and global step 20",
         "Continuing training from global step 20")
     log.write_text(text)
-    raw = hf_stdout.read(log, hints={"logging_steps": 2, "eval_steps": 10})
+    raw = REGISTRY["hf-stdout"].read_at(log, hints={"logging_steps": 2, "eval_steps": 10})
     assert raw.leg_starts == {1: 21}
-    assert _stdout_points(raw) == _stdout_points(hf_stdout.read(DATA / "hf_resumed"))
+    assert _stdout_points(raw) == _stdout_points(REGISTRY["hf-stdout"].read_at(DATA / "hf_resumed"))
 
 
 def test_a_wrong_logging_steps_is_reported_and_the_bar_wins():
-    raw = hf_stdout.read(SAMPLES / "attn", hints={"logging_steps": 4})
+    raw = REGISTRY["hf-stdout"].read_at(SAMPLES / "attn", hints={"logging_steps": 4})
     assert [f.code for f in raw.findings] == ["step-mismatch"]
     assert raw.scalars.filter(metric="train/loss").get_column("step")[0] == 5
 
@@ -163,19 +164,19 @@ def test_a_wrong_logging_steps_is_reported_and_the_bar_wins():
 def test_a_bar_over_micro_steps_is_divided_by_the_accumulation(tmp_path):
     log = _without(SAMPLES / "attn", tmp_path, r"(\d+)/100 \[",
                    lambda m: f"{int(m.group(1)) * 8}/800 [")  # type: ignore[arg-type]
-    raw = hf_stdout.read(log)
+    raw = REGISTRY["hf-stdout"].read_at(log)
     assert "bar-counts-micro-steps" in [f.code for f in raw.findings]
-    assert _stdout_points(raw) == _stdout_points(hf_stdout.read(SAMPLES / "attn"))
+    assert _stdout_points(raw) == _stdout_points(REGISTRY["hf-stdout"].read_at(SAMPLES / "attn"))
 
 
 def test_epoch_that_disagrees_with_the_steps_is_reported(tmp_path):
     log = _without(SAMPLES / "attn", tmp_path, BAR)  # a wrong logging_steps, nothing to check it
-    raw = hf_stdout.read(log, hints={"logging_steps": 10, "eval_steps": 50})
+    raw = REGISTRY["hf-stdout"].read_at(log, hints={"logging_steps": 10, "eval_steps": 50})
     assert "epoch-mismatch" in [f.code for f in raw.findings]
 
 
 def test_transformers_4x_numeric_dicts():
-    raw = hf_stdout.read(TEXT / "hf4x_attn")
+    raw = REGISTRY["hf-stdout"].read_at(TEXT / "hf4x_attn")
     points = _stdout_points(raw)
     state = [p for p in _state_points(SAMPLES / "attn") if p[0] != "train/total_flos"]
     assert _keys(points) == _keys(state)
@@ -190,8 +191,8 @@ def test_damaged_log_keeps_every_good_dict_and_reports_the_rest(tmp_path):
     with log.open("ab") as handle:
         handle.write(b"\xff\xfe\x00 binary \x80 junk\n" + b"x" * 3_000_000 + b"\n"
                      + b"{'loss': '2.1', 'grad_norm': \n{'loss': 'oops', 'epoch': '1.6'}\n")
-    raw = hf_stdout.read(log)
-    assert _stdout_points(raw) == _stdout_points(hf_stdout.read(SAMPLES / "attn"))
+    raw = REGISTRY["hf-stdout"].read_at(log)
+    assert _stdout_points(raw) == _stdout_points(REGISTRY["hf-stdout"].read_at(SAMPLES / "attn"))
     codes = {f.code: f.message for f in raw.findings}
     assert "not-utf8" in codes
     assert re.search(r"2 lines looked like Trainer log dicts .*line 111: \{'loss': '2.1'.*line 112",
@@ -202,24 +203,24 @@ def test_empty_file_and_a_file_without_dicts_are_input_errors(tmp_path):
     empty = tmp_path / "empty.log"
     empty.write_text("")
     with pytest.raises(InputError, match="empty file"):
-        hf_stdout.read(empty)
+        REGISTRY["hf-stdout"].read_at(empty)
     plain = tmp_path / "plain.log"
     plain.write_text("hello\nworld\n")
-    assert not sniff(hf_stdout, plain)
+    assert not REGISTRY["hf-stdout"].finds(plain)
     with pytest.raises(InputError, match="no Trainer log dict"):
-        hf_stdout.read(plain)
+        REGISTRY["hf-stdout"].read_at(plain)
 
 
 def test_sniff_claims_train_log_but_not_wandb_copies(tmp_path):
-    assert hf_stdout.files(SAMPLES / "attn") == [SAMPLES / "attn" / "train.log"]
+    assert REGISTRY["hf-stdout"].files_at(SAMPLES / "attn") == [SAMPLES / "attn" / "train.log"]
     wandb = next((SAMPLES / "attn" / "wandb").glob("offline-run-*"))
-    assert not sniff(hf_stdout, wandb / "files" / "output.log") if (
+    assert not REGISTRY["hf-stdout"].finds(wandb / "files" / "output.log") if (
         wandb / "files" / "output.log").exists() else True
     copy = tmp_path / "wandb" / "run-20260101_000000-abcd1234" / "files" / "output.log"
     copy.parent.mkdir(parents=True)
     shutil.copy(SAMPLES / "attn" / "train.log", copy)
-    assert not sniff(hf_stdout, copy)
-    assert not sniff(hf_stdout, SAMPLES / "attn" / "wandb")
+    assert not REGISTRY["hf-stdout"].finds(copy)
+    assert not REGISTRY["hf-stdout"].finds(SAMPLES / "attn" / "wandb")
 
 
 def test_a_log_cut_right_after_a_dict_puts_it_one_logging_interval_on(tmp_path):
@@ -227,17 +228,17 @@ def test_a_log_cut_right_after_a_dict_puts_it_one_logging_interval_on(tmp_path):
     twelfth = [m.end() for m in re.finditer(r"\{'loss'[^}]*\}", text)][11]
     log = tmp_path / "train.log"
     log.write_bytes(text[:twelfth].encode() + b"\nKilled\n")
-    raw = hf_stdout.read(log)
+    raw = REGISTRY["hf-stdout"].read_at(log)
     assert raw.scalars.filter(metric="train/loss").get_column("step").to_list()[-2:] == [55, 60]
     assert {f.code for f in raw.findings} & {"step-from-interval", "logging-steps-from-epoch"}
 
 
 def test_without_info_logging_a_restart_shows_as_the_bar_starting_again(tmp_path):
     log = _without(DATA / "hf_resumed", tmp_path, r"\[transformers\][^\n]*\n")
-    raw = hf_stdout.read(log)
+    raw = REGISTRY["hf-stdout"].read_at(log)
     assert raw.scalars.get_column("leg").unique().sort().to_list() == [0, 1]
     assert raw.leg_starts == {}  # the first step leg 1 logged (22) starts it
-    assert _stdout_points(raw) == _stdout_points(hf_stdout.read(DATA / "hf_resumed"))
+    assert _stdout_points(raw) == _stdout_points(REGISTRY["hf-stdout"].read_at(DATA / "hf_resumed"))
 
 
 def test_buffered_stdout_dicts_in_blocks_are_counted_not_read_off_the_bar(tmp_path):
@@ -249,16 +250,16 @@ def test_buffered_stdout_dicts_in_blocks_are_counted_not_read_off_the_bar(tmp_pa
     cut = rest.index("Training completed")
     log = tmp_path / "train.log"
     log.write_bytes((rest[:cut] + "\n".join(dicts) + "\n" + rest[cut:]).encode())
-    raw = hf_stdout.read(log)
+    raw = REGISTRY["hf-stdout"].read_at(log)
     assert "stdout-buffered" in [f.code for f in raw.findings]
-    assert _stdout_points(raw) == _stdout_points(hf_stdout.read(SAMPLES / "attn"))
+    assert _stdout_points(raw) == _stdout_points(REGISTRY["hf-stdout"].read_at(SAMPLES / "attn"))
 
 
 def test_small_chunks_give_the_same_points(monkeypatch):
-    whole = {run: _stdout_points(hf_stdout.read(run)) for run in RUNS[:1] + RUNS[-2:]}
+    whole = {run: _stdout_points(REGISTRY["hf-stdout"].read_at(run)) for run in RUNS[:1] + RUNS[-2:]}
     monkeypatch.setattr(_lines, "CHUNK_BYTES", 600)
     for run, points in whole.items():
-        assert _stdout_points(hf_stdout.read(run)) == points
+        assert _stdout_points(REGISTRY["hf-stdout"].read_at(run)) == points
 
 
 def test_beside_trainer_state_the_stdout_adds_facts_without_conflicts():
@@ -274,9 +275,9 @@ def _regex_only(monkeypatch):
 
 @pytest.mark.parametrize("run", RUNS + [TEXT / "hf4x_attn"], ids=lambda p: p.name)
 def test_the_layout_fast_path_reads_what_the_regexes_read(run, monkeypatch):
-    fast = hf_stdout.read(run)
+    fast = REGISTRY["hf-stdout"].read_at(run)
     _regex_only(monkeypatch)
-    slow = hf_stdout.read(run)
+    slow = REGISTRY["hf-stdout"].read_at(run)
     assert sorted(fast.scalars.rows()) == sorted(slow.scalars.rows())
     assert fast.findings == slow.findings and fast.facts == slow.facts
 
@@ -299,5 +300,5 @@ def test_the_fast_path_leaves_odd_dicts_to_the_regexes(tmp_path, monkeypatch):
 
 
 def _outcome(log: Path) -> tuple[object, ...]:
-    raw = hf_stdout.read(log, hints={"logging_steps": 5})
+    raw = REGISTRY["hf-stdout"].read_at(log, hints={"logging_steps": 5})
     return sorted(raw.scalars.rows()), raw.findings, raw.facts, raw.leg_starts

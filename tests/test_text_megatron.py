@@ -10,8 +10,7 @@ import pytest
 import runcompare as rc
 from runcompare.errors import InputError
 from runcompare.legs import resolve_legs
-from runcompare.sources import sniff
-from runcompare.sources.formats import megatron
+from runcompare.sources import REGISTRY
 from runcompare.sources.textlog import lines as _lines
 
 from .conftest import DATA
@@ -21,7 +20,7 @@ RESTART = DATA / "text" / "megatron_restart"
 
 
 def test_train_line_fields_become_canonical_metrics():
-    raw = megatron.read(RAMP)
+    raw = REGISTRY["megatron"].read_at(RAMP)
     assert raw.source == "megatron" and raw.step_unit == "optimizer"
     first = dict(raw.scalars.filter(step=10).select("metric", "value").iter_rows())
     assert first["train/loss"] == pytest.approx(9.189654) and raw.aliases["train/loss"] == "lm loss"
@@ -35,7 +34,7 @@ def test_train_line_fields_become_canonical_metrics():
 
 
 def test_validation_and_test_lines():
-    raw = megatron.read(RAMP)
+    raw = REGISTRY["megatron"].read_at(RAMP)
     evals = raw.scalars.filter(metric="eval/loss")
     assert evals.get_column("step").to_list() == [50, 100, 150, 200]
     assert evals.get_column("value")[0] == pytest.approx(5.741461)
@@ -55,7 +54,7 @@ def test_batch_ramp_gives_the_exact_samples_axis_from_consumed_samples():
 
 
 def test_arguments_block_gives_config_facts():
-    facts = megatron.read(RAMP).facts
+    facts = REGISTRY["megatron"].read_at(RAMP).facts
     assert facts["per_device_batch"].value == 4 and facts["per_device_batch"].kind == "config"
     assert facts["per_device_batch"].source == "train.log: arguments: micro_batch_size"
     assert (facts["seq_len"].value, facts["tensor_parallel"].value, facts["world_size"].value) == \
@@ -70,7 +69,7 @@ def test_global_batch_from_the_lines_when_there_is_no_arguments_block(tmp_path):
     text = RAMP.joinpath("train.log").read_text()
     lines = [line for line in text.splitlines() if " iteration " in line and "|" in line]
     (tmp_path / "train.log").write_text("\n".join(lines) + "\n")
-    raw = megatron.read(tmp_path)
+    raw = REGISTRY["megatron"].read_at(tmp_path)
     assert raw.facts["global_batch"].value == 128
     assert raw.facts["global_batch"].source == "train.log: global batch size (iteration 200)"
     ramp = next(f for f in raw.findings if f.code == "batch-ramp")
@@ -80,7 +79,7 @@ def test_global_batch_from_the_lines_when_there_is_no_arguments_block(tmp_path):
 
 
 def test_restart_appended_to_the_same_file_is_a_second_leg():
-    raw = megatron.read(RESTART)
+    raw = REGISTRY["megatron"].read_at(RESTART)
     assert raw.leg_starts == {1: 101}  # "successfully loaded checkpoint ... at iteration 100"
     legs = raw.scalars.filter(metric="train/loss").group_by("leg").agg(
         pl.col("step").min().alias("first"), pl.col("step").max().alias("last")).sort("leg")
@@ -94,16 +93,16 @@ def test_restart_appended_to_the_same_file_is_a_second_leg():
 
 
 def test_truncated_line_and_garbage_are_reported_not_fatal():
-    findings = {f.code: f.message for f in megatron.read(RESTART).findings}
+    findings = {f.code: f.message for f in REGISTRY["megatron"].read_at(RESTART).findings}
     assert "1 line looked like Megatron-LM log lines" in findings["unparsed-lines"]
     assert "line 31:  iteration      131/" in findings["unparsed-lines"]
     assert "1 of 69 lines hold bytes that are not UTF-8 (first at line 69)" in findings["not-utf8"]
 
 
 def test_small_chunks_give_the_same_result(monkeypatch):
-    whole = megatron.read(RESTART)
+    whole = REGISTRY["megatron"].read_at(RESTART)
     monkeypatch.setattr(_lines, "CHUNK_BYTES", 700)
-    chunked = megatron.read(RESTART)
+    chunked = REGISTRY["megatron"].read_at(RESTART)
     assert chunked.scalars.equals(whole.scalars)
     assert chunked.leg_starts == whole.leg_starts and chunked.facts == whole.facts
 
@@ -111,13 +110,13 @@ def test_small_chunks_give_the_same_result(monkeypatch):
 def test_megabyte_lines_and_an_empty_file(tmp_path):
     text = RAMP.joinpath("train.log").read_text()
     (tmp_path / "train.log").write_text("x" * 2_000_000 + "\n" + text + "|" * 1_000_000 + "\n")
-    assert megatron.read(tmp_path).points == megatron.read(RAMP).points
+    assert REGISTRY["megatron"].read_at(tmp_path).points == REGISTRY["megatron"].read_at(RAMP).points
     empty = tmp_path / "empty" / "train.log"
     empty.parent.mkdir()
     empty.write_text("")
-    assert not sniff(megatron, empty.parent)
+    assert not REGISTRY["megatron"].finds(empty.parent)
     with pytest.raises(InputError, match="empty file"):
-        megatron.read(empty)
+        REGISTRY["megatron"].read_at(empty)
 
 
 def test_nan_loss_is_kept_and_a_word_for_a_number_is_reported(tmp_path):
@@ -125,7 +124,7 @@ def test_nan_loss_is_kept_and_a_word_for_a_number_is_reported(tmp_path):
     text = text.replace("lm loss: 9.189654E+00", "lm loss: NAN", 1)
     text = text.replace("grad norm: 0.850", "grad norm: oops", 1)
     (tmp_path / "train.log").write_text(text)
-    raw = megatron.read(tmp_path)
+    raw = REGISTRY["megatron"].read_at(tmp_path)
     loss = raw.scalars.filter(metric="train/loss", step=10).get_column("value")[0]
     assert math.isnan(loss)  # as logged
     assert raw.scalars.filter(metric="train/grad_norm", step=20).is_empty()
@@ -136,4 +135,4 @@ def test_nan_loss_is_kept_and_a_word_for_a_number_is_reported(tmp_path):
 def test_a_unit_separator_on_the_first_line_of_a_chunk_is_cut_not_fatal(tmp_path):
     log = tmp_path / "train.log"
     log.write_bytes(b"\x1fgarbage\n" + (RESTART / "train.log").read_bytes())
-    assert megatron.read(log).scalars.height == megatron.read(RESTART).scalars.height
+    assert REGISTRY["megatron"].read_at(log).scalars.height == REGISTRY["megatron"].read_at(RESTART).scalars.height

@@ -11,10 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from runcompare.errors import RuncompareError
+from runcompare.sources import REGISTRY
 from runcompare.sources.codecs import crc as crc32c
 from runcompare.sources.codecs import tfrecord
 from runcompare.sources.formats import _tfevents as tfevents
-from runcompare.sources.formats import tensorboard
 
 from .conftest import DATA
 
@@ -72,7 +72,7 @@ def test_reading_a_damaged_run_raises_only_our_errors(data):
     with tempfile.TemporaryDirectory() as folder:
         Path(folder, "events.out.tfevents.1700000000.host.1.0").write_bytes(data)
         try:
-            raw = tensorboard.read(Path(folder))
+            raw = REGISTRY["tensorboard"].read_at(Path(folder))
         except RuncompareError:
             return
         assert raw.points == raw.scalars.height

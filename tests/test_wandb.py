@@ -15,6 +15,7 @@ import pytest
 import runcompare as rc
 from runcompare.errors import InputError
 from runcompare.model import RAW_SCHEMA
+from runcompare.sources import REGISTRY
 from runcompare.sources.codecs.leveldb import BLOCK, read_records
 from runcompare.sources.formats import wandb
 from runcompare.sources.formats._wandb_run import Leg, decode_leg, wandb_file
@@ -46,7 +47,7 @@ def codes(findings: list[rc.model.Finding]) -> list[str]:
 
 
 def test_plain_loop_is_on_log_calls_with_a_warning() -> None:
-    raw = wandb.read(folder("plain"))
+    raw = REGISTRY["wandb"].read_at(folder("plain"))
     assert raw.source == "wandb" and raw.name == "plain" and raw.step_unit == "log_call"
     warning = next(f for f in raw.findings if f.code == "step-is-log-call")
     assert warning.level == "warning" and "--set step_metric=" in warning.message
@@ -64,16 +65,16 @@ def test_plain_loop_is_on_log_calls_with_a_warning() -> None:
 
 def test_step_metric_override() -> None:
     plain = folder("plain")
-    raw = wandb.read(plain, hints={"step_metric": "_step"})
+    raw = REGISTRY["wandb"].read_at(plain, hints={"step_metric": "_step"})
     assert raw.step_unit == "log_call" and "step-is-log-call" not in codes(raw.findings)
     with pytest.raises(InputError, match="step_metric 'nope' is not in the history"):
-        wandb.read(plain, hints={"step_metric": "nope"})
-    custom = wandb.read(folder("custom"), hints={"step_metric": "trainer/micro_step"})
+        REGISTRY["wandb"].read_at(plain, hints={"step_metric": "nope"})
+    custom = REGISTRY["wandb"].read_at(folder("custom"), hints={"step_metric": "trainer/micro_step"})
     assert points(custom, "train/loss")["step"].to_list() == list(range(4, 84, 4))
 
 
 def test_declared_step_metric_is_the_optimizer_step() -> None:
-    raw = wandb.read(folder("custom"))
+    raw = REGISTRY["wandb"].read_at(folder("custom"))
     assert raw.step_unit == "optimizer" and raw.name == "custom"
     assert "step-is-log-call" not in codes(raw.findings)
     assert "trainer/step" not in raw.scalars["metric"].to_list()
@@ -87,7 +88,7 @@ def test_declared_step_metric_is_the_optimizer_step() -> None:
 
 
 def test_nested_config_gives_batch_facts() -> None:
-    facts = wandb.read(folder("custom")).facts
+    facts = REGISTRY["wandb"].read_at(folder("custom")).facts
     assert facts["per_device_batch"].value == 4
     assert facts["per_device_batch"].source == "wandb config: optim.micro_batch_size"
     assert facts["grad_accum"].value == 4 and facts["seq_len"].value == 128
@@ -99,9 +100,9 @@ def test_nested_config_gives_batch_facts() -> None:
 def test_resumed_run_keeps_every_leg_and_load_keeps_the_last() -> None:
     legs = wandb.run_folders(folder("resumed"))
     assert len(legs) == 2 and {p.name.rsplit("-", 1)[1] for p in legs} == {"resumed0"}
-    raw = wandb.read(legs[0])
+    raw = REGISTRY["wandb"].read_at(legs[0])
     assert raw.scalars.group_by("leg").len().sort("leg")["len"].to_list() == [30, 20]
-    assert wandb.read(legs[1]).points == 50  # either folder names the whole run
+    assert REGISTRY["wandb"].read_at(legs[1]).points == 50  # either folder names the whole run
     run = rc.load(legs[0], source="wandb", cache=False)
     loss = points(run, "train/loss")
     assert loss["step"].to_list() == list(range(1, 41))
@@ -139,7 +140,7 @@ def test_output_lines_are_kept() -> None:
 
 
 def test_legacy_writer_side_files_and_json_dicts() -> None:
-    raw = wandb.read(LEGACY)
+    raw = REGISTRY["wandb"].read_at(LEGACY)
     assert raw.step_unit == "log_call" and raw.name == "plain"
     assert points(raw, "opt/grad_norm")["value"][4] == pytest.approx(1 / 5)
     leg = decode_leg(wandb.run_folders(LEGACY)[0])
@@ -218,7 +219,7 @@ def test_torn_last_chunk_keeps_complete_records(tmp_path: Path) -> None:
     records = read_records(data)
     cut = records.offsets[-1] + 9  # inside the last record
     file.write_bytes(data[:cut])
-    raw = wandb.read(file.parent)
+    raw = REGISTRY["wandb"].read_at(file.parent)
     finding = damage(raw)
     assert finding.level == "warning" and f"byte {records.offsets[-1]}" in finding.message
     assert "torn last chunk" in finding.message
@@ -228,7 +229,7 @@ def test_torn_last_chunk_keeps_complete_records(tmp_path: Path) -> None:
 def test_zero_filled_tail(tmp_path: Path) -> None:
     file, data = real_file(tmp_path)
     file.write_bytes(data + bytes(BLOCK))
-    raw = wandb.read(file.parent)
+    raw = REGISTRY["wandb"].read_at(file.parent)
     assert f"byte {len(data)} (zero-filled tail" in damage(raw).message
     assert raw.points == 63
 
@@ -241,7 +242,7 @@ def test_bad_crc_drops_only_that_record(tmp_path: Path) -> None:
     corrupt = bytearray(data)
     corrupt[victim + 20] ^= 0xFF
     file.write_bytes(bytes(corrupt))
-    raw = wandb.read(file.parent)
+    raw = REGISTRY["wandb"].read_at(file.parent)
     assert f"byte {victim} (CRC mismatch" in damage(raw).message
     assert raw.points == 63 - 2  # that log call's train/loss and train/lr
 
@@ -252,12 +253,12 @@ def test_unreadable_file_is_an_input_error(tmp_path: Path, content: bytes, messa
     file, _ = real_file(tmp_path)
     file.write_bytes(content)
     with pytest.raises(InputError, match=message):
-        wandb.read(file.parent)
+        REGISTRY["wandb"].read_at(file.parent)
 
 
 def test_no_wandb_run_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no W&B run found"):
-        wandb.read(tmp_path)
+        REGISTRY["wandb"].read_at(tmp_path)
 
 
 def test_hf_end_of_training_values_come_from_the_summary_records() -> None:

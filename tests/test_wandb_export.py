@@ -12,7 +12,7 @@ import pytest
 
 import runcompare as rc
 from runcompare.errors import InputError
-from runcompare.sources import sniff
+from runcompare.sources import REGISTRY
 from runcompare.sources.formats import wandb, wandb_export
 
 from .conftest import DATA, SAMPLES
@@ -26,12 +26,12 @@ COLS = ["metric", "step", "value"]
 
 def folder_points(run: str) -> pl.DataFrame:
     """The points of a sample run read from its W&B run folder."""
-    return wandb.read(SAMPLES / run / "wandb").scalars
+    return REGISTRY["wandb"].read_at(SAMPLES / run / "wandb").scalars
 
 
 @pytest.mark.parametrize("suffix", ["csv", "parquet"])
 def test_api_history_matches_the_run_folder(suffix: str) -> None:
-    raw = wandb_export.read(API / f"mamba.{suffix}")
+    raw = REGISTRY["wandb-export"].read_at(API / f"mamba.{suffix}")
     assert raw.source == "wandb-export" and raw.step_unit == "optimizer"
     assert raw.name == "mamba" and raw.facts == {}
     assert [f.code for f in raw.findings] == ["step-metric"]
@@ -45,7 +45,7 @@ def test_api_history_matches_the_run_folder(suffix: str) -> None:
 
 
 def test_api_history_as_json_lines_keeps_pandas_ten_decimals() -> None:
-    raw = wandb_export.read(API / "mamba.jsonl")
+    raw = REGISTRY["wandb-export"].read_at(API / "mamba.jsonl")
     expected = folder_points("mamba").select(COLS).sort(COLS)
     got = raw.scalars.select(COLS).sort(COLS)
     assert got.select("metric", "step").equals(expected.select("metric", "step"))
@@ -55,7 +55,7 @@ def test_api_history_as_json_lines_keeps_pandas_ten_decimals() -> None:
 
 
 def test_api_history_without_step_metric_is_on_log_calls() -> None:
-    raw = wandb_export.read(API / "plain.csv")
+    raw = REGISTRY["wandb-export"].read_at(API / "plain.csv")
     assert raw.step_unit == "log_call"
     assert "step-is-log-call" in [f.code for f in raw.findings]
     loss = raw.scalars.filter(pl.col("metric") == "train/loss").sort("step")
@@ -65,23 +65,23 @@ def test_api_history_without_step_metric_is_on_log_calls() -> None:
     assert loss["value"][0] == pytest.approx(4 * 0.95)
     assert evals["step"].to_list() == [10, 21, 32]
     # the run folder has the NaN point too; everything else is the same
-    folder = wandb.read(DATA / "wandb" / "project" / "wandb" / _plain_folder()).scalars
+    folder = REGISTRY["wandb"].read_at(DATA / "wandb" / "project" / "wandb" / _plain_folder()).scalars
     finite = folder.filter(~pl.col("value").is_nan()).select(COLS).sort(COLS)
     assert raw.scalars.select(COLS).sort(COLS).equals(finite)
 
 
 def _plain_folder() -> str:
     for run in wandb.expand(DATA / "wandb" / "project"):
-        if wandb.read(run).name == "plain":
+        if REGISTRY["wandb"].read_at(run).name == "plain":
             return run.name
     raise LookupError("plain")
 
 
 def test_api_history_step_metric_can_be_set() -> None:
-    raw = wandb_export.read(API / "plain.csv", hints={"step_metric": "_step"})
+    raw = REGISTRY["wandb-export"].read_at(API / "plain.csv", hints={"step_metric": "_step"})
     assert raw.step_unit == "log_call"
     with pytest.raises(InputError, match="step_metric 'nope' is not in the history"):
-        wandb_export.read(API / "plain.csv", hints={"step_metric": "nope"})
+        REGISTRY["wandb-export"].read_at(API / "plain.csv", hints={"step_metric": "nope"})
 
 
 def test_panel_csv_is_one_run_per_run_name() -> None:
@@ -98,7 +98,7 @@ def test_panel_csv_is_one_run_per_run_name() -> None:
 
 
 def test_panel_csv_on_step_is_on_log_calls() -> None:
-    raw = wandb_export.read(PANEL_STEP / "attn")
+    raw = REGISTRY["wandb-export"].read_at(PANEL_STEP / "attn")
     assert raw.step_unit == "log_call" and raw.name == "attn"
     warning = next(f for f in raw.findings if f.code == "step-is-log-call")
     assert "x-axis is Step" in warning.message and "train/global_step" in warning.message
@@ -131,14 +131,14 @@ def test_a_run_exported_on_two_x_axes_stays_one_run_per_file(tmp_path: Path) -> 
     assert sorted(f"{r.parent.name}/{r.name}" for r in roots) == [
         "a.csv/attn", "a.csv/mamba", "b.csv/attn", "b.csv/mamba"]
     assert not wandb_export.virtual(tmp_path / "mamba")
-    units = {r.parent.name: wandb_export.read(r).step_unit for r in roots if r.name == "mamba"}
+    units = {r.parent.name: REGISTRY["wandb-export"].read_at(r).step_unit for r in roots if r.name == "mamba"}
     assert units == {"a.csv": "log_call", "b.csv": "optimizer"}
 
 
 def test_panel_csv_with_several_runs_needs_one_named(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="holds 2 exported W&B runs"):
-        wandb_export.read(PANEL_GLOBAL)
-    assert not sniff(wandb_export, PANEL_GLOBAL / "nobody")
+        REGISTRY["wandb-export"].read_at(PANEL_GLOBAL)
+    assert not REGISTRY["wandb-export"].finds(PANEL_GLOBAL / "nobody")
     with pytest.raises(InputError, match="no such file or directory"):
         rc.load(PANEL / "by_global_step" / "nobody", cache=False)
 
@@ -153,7 +153,7 @@ def test_panel_spread_and_groups_are_said(tmp_path: Path) -> None:
     lines[0] = lines[0].replace('"mamba - ', '"Group: mamba - ')
     path = tmp_path / "grouped.csv"
     path.write_text("\n".join(lines) + "\n")
-    raw = wandb_export.read(path / "Group: mamba")
+    raw = REGISTRY["wandb-export"].read_at(path / "Group: mamba")
     assert raw.name == "mamba"
     codes = {f.code: f for f in raw.findings}
     assert "1 values" in codes["panel-sampled"].message
@@ -165,7 +165,7 @@ def test_run_names_with_a_slash_get_encoded_roots(tmp_path: Path) -> None:
     path.write_text(PANEL_GLOBAL.read_text().replace('"mamba - ', '"exp/mamba - '))
     roots = wandb_export.expand(path)
     assert roots[0].name == "exp%2Fmamba"
-    assert wandb_export.read(roots[0]).name == "exp/mamba"
+    assert REGISTRY["wandb-export"].read_at(roots[0]).name == "exp/mamba"
 
 
 def test_time_x_axis_is_an_input_error(tmp_path: Path) -> None:
@@ -174,14 +174,14 @@ def test_time_x_axis_is_an_input_error(tmp_path: Path) -> None:
     path.write_text('"Wall Time","a - train/loss","a - train/loss__MIN","a - train/loss__MAX"\n'
                     '"1700000000","2.5","2.5","2.5"\n')
     with pytest.raises(InputError, match="x-axis is 'Wall Time', a time"):
-        wandb_export.read(path / "a")
+        REGISTRY["wandb-export"].read_at(path / "a")
 
 
 def test_exports_are_not_claimed_by_other_sources_nor_claim_theirs() -> None:
-    assert sniff(wandb_export, API) and sniff(wandb_export, PANEL / "by_step")
-    assert not sniff(wandb_export, DATA / "lightning")
-    assert not any(sniff(wandb_export, p) for p in (DATA / "lightning").rglob("metrics.csv"))
-    assert not sniff(wandb_export, SAMPLES / "mamba")
+    assert REGISTRY["wandb-export"].finds(API) and REGISTRY["wandb-export"].finds(PANEL / "by_step")
+    assert not REGISTRY["wandb-export"].finds(DATA / "lightning")
+    assert not any(REGISTRY["wandb-export"].finds(p) for p in (DATA / "lightning").rglob("metrics.csv"))
+    assert not REGISTRY["wandb-export"].finds(SAMPLES / "mamba")
 
 
 def test_cli_compares_the_runs_of_a_panel_export(cli, tmp_path: Path) -> None:
@@ -196,8 +196,8 @@ def test_unreadable_export_names_the_file(tmp_path: Path) -> None:
     path = tmp_path / "cut.csv"
     data = (API / "mamba.csv").read_bytes()
     path.write_bytes(data[: len(data) // 2])
-    raw = wandb_export.read(path)
-    full = wandb_export.read(API / "mamba.csv")
+    raw = REGISTRY["wandb-export"].read_at(path)
+    full = REGISTRY["wandb-export"].read_at(API / "mamba.csv")
     assert 0 < raw.scalars.height < full.scalars.height
     assert not math.isnan(raw.scalars["value"].sum())
 
@@ -213,7 +213,7 @@ def test_a_panel_on_epochs_falls_back_to_its_step_column_or_says_how_to_export(
     path = tmp_path / "epochs.csv"
     path.write_text("\n".join(on_epochs) + "\n")
     with pytest.raises(InputError, match="x-axis 'epoch' is not a step counter"):
-        wandb_export.read(path / "mamba")
+        REGISTRY["wandb-export"].read_at(path / "mamba")
     # with each run's _step exported as a column (and an empty column, as some exports have)
     header = lines[0] + ',"mamba - _step","mamba - _step__MIN","mamba - _step__MAX",""'
     with_step = ['"epoch",' + header.split(",", 1)[1]] + [
@@ -221,7 +221,7 @@ def test_a_panel_on_epochs_falls_back_to_its_step_column_or_says_how_to_export(
             zip(epochs, rows))]
     path = tmp_path / "with_step.csv"
     path.write_text("\n".join(with_step) + "\n")
-    raw = wandb_export.read(path / "mamba")
+    raw = REGISTRY["wandb-export"].read_at(path / "mamba")
     assert raw.step_unit == "log_call"
     assert "step-metric-unusable" in [f.code for f in raw.findings]
     loss = raw.scalars.filter(pl.col("metric") == "train/loss").sort("step")

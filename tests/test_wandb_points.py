@@ -1,5 +1,5 @@
-"""The numpy step/wall-time lookup of ``wandb._points`` against the polars-join reference
-``wandb._points_joined``, on random histories: several legs, rows without a step, rows
+"""The numpy step/wall-time lookup of ``_wandb_steps._points`` against the polars-join reference
+``_wandb_steps._points_joined``, on random histories: several legs, rows without a step, rows
 before the first step, missing or repeated internal keys, null values, unknown start times."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from runcompare.sources.formats import wandb
+from runcompare.sources.formats import _wandb_steps
 from runcompare.sources.formats._wandb_run import Leg
 
 KEYS = ["_step", "_timestamp", "_runtime", "train/global_step", "loss", "acc", "_wandb"]
@@ -44,7 +44,7 @@ def test_points_match_the_joins(seed: int) -> None:
                 run={"start_time": rng.choice((None, 1.7e9 + i))}) for i in range(count)]
     items = _history(rng, count, repeats=seed % 3 == 0)
     for step in ("train/global_step", "_step"):  # whole numbers, as _step_problem ensures
-        fast, dropped = wandb._points(items, legs, step)
-        reference, expected = wandb._points_joined(items, legs, step)
+        fast, dropped = _wandb_steps._points(items, legs, step)
+        reference, expected = _wandb_steps._points_joined(items, legs, step)
         assert dropped == expected
         assert_frame_equal(fast, reference)

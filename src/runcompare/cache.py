@@ -7,8 +7,8 @@ each atomically, so a half-written entry is never taken for a whole one.
 
 Key: the source name, the path's absolute form, the runcompare version, the hints given to
 the source (facts the user stated that change what is read), and the size and mtime of the
-source's own code (so an edited checkout never serves stale parses). An entry
-is used only while ``module.files(path)`` lists the same files with the same sizes and
+readers' code (every module under ``sources/``, so an edited checkout never serves stale
+parses). An entry is used only while the format's ``files_at(path)`` lists the same files with the same sizes and
 modification times; a file that grew, changed or appeared means a fresh read (which replaces
 the entry). A cache that cannot be written (read-only home, full disk) is skipped silently;
 one that cannot be read is treated as missing.
@@ -16,10 +16,10 @@ one that cannot be read is treated as missing.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
-import sys
 import tempfile
 from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
@@ -28,8 +28,9 @@ from typing import Any
 
 import polars as pl
 
+from . import sources
 from .model import RAW_SCHEMA, Fact, Finding, RawLog
-from .sources import Source
+from .sources import Format
 
 __all__ = ["cache_dir", "read_cached"]
 
@@ -37,26 +38,26 @@ __all__ = ["cache_dir", "read_cached"]
 _FORMAT = 1
 
 
-def read_cached(name: str, module: Source, path: Path, *, enabled: bool = True,
+def read_cached(fmt: Format, path: Path, *, enabled: bool = True,
                 hints: Mapping[str, object] | None = None) -> RawLog:
-    """``module.read(path, hints=hints)``, from the cache when ``enabled`` and the files are
+    """``fmt.read_at(path, hints=hints)``, from the cache when ``enabled`` and the files are
     unchanged (the hints are part of the key: they can change what is read)."""
     hints = dict(hints or {})
     if not enabled:
-        return module.read(path, hints=hints)
+        return fmt.read_at(path, hints=hints)
     try:
-        listing = _listing(module.files(path))
+        listing = _listing(fmt.files_at(path))
     except OSError:
-        return module.read(path, hints=hints)
+        return fmt.read_at(path, hints=hints)
     if not listing:
-        return module.read(path, hints=hints)
-    entry = cache_dir() / _key(name, module, path, hints)
+        return fmt.read_at(path, hints=hints)
+    entry = cache_dir() / _key(fmt.name, path, hints)
     cached = _load(entry, listing, path)
     if cached is not None:
         return cached
-    raw = module.read(path, hints=hints)
+    raw = fmt.read_at(path, hints=hints)
     try:
-        if _listing(module.files(path)) == listing:  # unchanged while it was read
+        if _listing(fmt.files_at(path)) == listing:  # unchanged while it was read
             _store(entry, listing, path, raw)
     except (OSError, TypeError, ValueError, pl.exceptions.PolarsError):
         pass  # a cache that cannot be written is no error
@@ -79,9 +80,9 @@ def _listing(files: list[Path]) -> list[list[Any]]:
     return out
 
 
-def _key(name: str, module: Source, path: Path, hints: Mapping[str, object]) -> str:
+def _key(name: str, path: Path, hints: Mapping[str, object]) -> str:
     parts = [str(_FORMAT), name, str(path.resolve()), _version(),
-             json.dumps(hints, sort_keys=True, default=str), *_code_stamp(module)]
+             json.dumps(hints, sort_keys=True, default=str), *_code_stamp()]
     return f"{name}-{hashlib.sha256(chr(0).join(parts).encode()).hexdigest()[:32]}"
 
 
@@ -92,17 +93,16 @@ def _version() -> str:
         return "0+unknown"
 
 
-def _code_stamp(module: Source) -> list[str]:
-    """Size and mtime of every .py file in the source module's folder."""
-    file = getattr(module, "__file__", None) or getattr(sys.modules.get(
-        type(module).__module__), "__file__", None)
-    if not file:
-        return []
+@functools.cache
+def _code_stamp() -> tuple[str, ...]:
+    """Size and mtime of every .py file of the readers (``runcompare/sources/``, every layer),
+    once per process."""
+    root = Path(sources.__file__).parent
     try:
-        return sorted(f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}"
-                      for p in Path(file).parent.glob("*.py"))
+        return tuple(sorted(f"{p.relative_to(root)}:{p.stat().st_size}:{p.stat().st_mtime_ns}"
+                            for p in root.rglob("*.py")))
     except OSError:
-        return []
+        return ()
 
 
 # -- reading an entry ----------------------------------------------------------------------

@@ -15,8 +15,8 @@ from .errors import InputError, MissingInfoError, NoLogsFoundError, RuncompareEr
 from .legs import resolve_legs
 from .model import Fact, Finding, RawLog, Run
 from .resolve import merge_facts, parse_settings, read_sidecar, resolve_batch, user_fact
-from .sources import REGISTRY, Source, detect
-from .sources.formats import axolotl
+from .sources import REGISTRY, Format, detect
+from .sources.config import config_facts
 
 __all__ = ["expand", "load", "load_many"]
 
@@ -59,7 +59,7 @@ def load_many(paths: Iterable[str | Path], *, source: str | None = None,
     per_run = parse_settings(settings)
     common = {key: user_fact(key, value, source="load_many()") for key, value in facts.items()}
     common.update(per_run.pop(None, {}))
-    stated = axolotl.config_facts(Path(config)) if config is not None else {}
+    stated = config_facts(Path(config)) if config is not None else {}
     roots = [root for path in paths for root in (
         expand(Path(path), source=source) if pattern is None else [_given(Path(path))])]
     staged = []
@@ -68,8 +68,8 @@ def load_many(paths: Iterable[str | Path], *, source: str | None = None,
             progress(done, len(roots), name)
         user = {**common, **per_run.get(name, {})}
         hints = {**_hints(root, user), **({"pattern": pattern} if pattern else {})}
-        modules = detect(root, source=source) if pattern is None else {"text": REGISTRY["text"]}
-        raws, findings = _read_all(modules, root, cache, hints)
+        formats = detect(root, source=source) if pattern is None else {"text": REGISTRY["text"]}
+        raws, findings = _read_all(formats, root, cache, hints)
         named = (user.get("name") or Fact(None, "")).value or (
             _chosen(raws).name if from_source else None) or name
         staged.append((root, named, user, raws, findings))
@@ -90,10 +90,9 @@ def expand(path: Path, *, source: str | None = None) -> list[tuple[Path, str, bo
     subfolder per run, a ``wandb/`` folder) splits it, each run named by its source (a W&B
     display name) or else after its subfolder.
     """
-    modules = [m for m in detect(path, source=source).values()
-               if not getattr(m, "FACTS_ONLY", False)]
-    splits = [module.expand(path) for module in modules if hasattr(module, "expand")]
-    if len(splits) < len(modules) or not splits or max(map(len, splits)) < 2:
+    formats = [f for f in detect(path, source=source).values() if not f.facts_only]
+    splits = [fmt.expand(path) for fmt in formats if fmt.expand is not None]
+    if len(splits) < len(formats) or not splits or max(map(len, splits)) < 2:
         return [(path, _folder_name(path), False)]
     roots = max(splits, key=len)
     return [(root, _relative_name(root, path), True) for root in roots]
@@ -131,20 +130,16 @@ def _chosen(raws: list[RawLog], duplicates: str = "all") -> RawLog:
     """The source whose points a run shows: a structured log before printed text (whose values
     are rounded), then the most points once restarts are resolved, then the preferred source;
     never a facts-only source (a config file beside the logs)."""
-    with_points = [raw for raw in raws if not _flag(raw.source, "FACTS_ONLY")]
+    with_points = [raw for raw in raws if not REGISTRY[raw.source].facts_only]
     if not with_points:
         raise NoLogsFoundError(f"{raws[0].path}: only a configuration ({raws[0].source}) was "
                                "found, no logged points; point runcompare at the run's logs")
 
     def rank(raw: RawLog) -> tuple[bool, int]:
         kept = resolve_legs(raw.scalars, policy=duplicates, starts=raw.leg_starts)[0].height
-        return not _flag(raw.source, "PRINTED") and kept > 0, kept
+        return not REGISTRY[raw.source].printed and kept > 0, kept
 
     return max(with_points, key=rank)
-
-
-def _flag(source: str, name: str) -> bool:
-    return bool(getattr(REGISTRY.get(source), name, False))
 
 
 def _sidecar(path: Path, name: str) -> list[dict[str, Fact[Any]]]:
@@ -202,14 +197,14 @@ def _borrow_wall_times(points: pl.DataFrame, raws: list[RawLog]) -> pl.DataFrame
             .select(points.columns))
 
 
-def _read_all(modules: Mapping[str, Source], path: Path, cache: bool,
+def _read_all(formats: Mapping[str, Format], path: Path, cache: bool,
               hints: Mapping[str, object]) -> tuple[list[RawLog], list[Finding]]:
     """Every source's reading of ``path``; a source that fails is reported while another reads."""
     raws: list[RawLog] = []
     failures: list[RuncompareError] = []
-    for name, module in modules.items():
+    for fmt in formats.values():
         try:
-            raws.append(read_cached(name, module, path, enabled=cache, hints=hints))
+            raws.append(read_cached(fmt, path, enabled=cache, hints=hints))
         except (InputError, MissingInfoError) as exc:  # another source may read the run
             failures.append(exc)
     if not raws:

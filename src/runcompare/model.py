@@ -164,9 +164,10 @@ class RawLog:
 keeps every point of every leg (restart); ``legs.resolve_legs`` decides which survive.
     """
 
-    source: str
     path: Path
     scalars: pl.DataFrame
+    #: The format's name, stamped by the loader (``Format.read_at``).
+    source: str = ""
     step_unit: str = "optimizer"
     facts: dict[str, Fact[Any]] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)

@@ -1,31 +1,31 @@
-"""Log formats: one module per format behind one small protocol, and one registry.
+"""Log formats behind one description (:class:`~.format.Format`), and one registry built from them.
 
-A source module has ``files(path) -> list[Path]`` (the files ``read`` would read; the cache
-checks their sizes and mtimes; :func:`sniff` asks whether it lists any, unless the module has
-a cheaper ``sniff(path) -> bool`` of its own) and ``read(path, *, hints=None) -> RawLog`` (never guesses a batch size: it reports
-facts and its step unit, and keeps every point of every leg). ``hints`` are the values of the
-facts the user stated (``--set``, ``runcompare.toml``) by name, for formats that need one to
-be read at all (``step_metric`` for W&B, ``logging_steps`` for Trainer stdout, ``pattern``).
-A module whose format can hold several runs under one path (a TensorBoard logdir, a ``wandb/``
-folder) also has ``expand(path) -> list[Path]``, the run roots it finds there; a root that
-does not exist on disk (a run inside a database or an export file, ``<db>/<run_id>``) is one
-for which the module's ``virtual(path)`` is true.
+Layers (imports point down; ``tests/test_layers.py`` holds the rule):
 
-Adding a format = one module + one line in :data:`REGISTRY`.
+- :mod:`.formats`: one module per log format, each exporting one ``FORMAT``; formats never
+  import each other (modules named ``_x`` there are helpers of a format);
+- :mod:`.textlog`: lines to numbers for every text format (line reading, layouts, the native
+  scanner and the polars splitter beside it);
+- :mod:`.codecs`: bytes to records, knowing no log format (protobuf wire, TFRecord framing,
+  the LevelDB log, CRC, whole-file reading);
+- :mod:`.naming` (the one metric-name canonicaliser) and :mod:`.config` (configuration keys
+  to facts).
+
+Adding a format = one module exporting ``FORMAT`` + one line in :data:`FORMATS`
+(``docs/adding-a-format.md``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Protocol
 
 from ..errors import InputError, NoLogsFoundError, UsageError
-from ..model import RawLog
+from .format import Format, settle_claims
 from .formats import (
     axolotl,
     hf_stdout,
     hf_trainer,
+    jsonl,
     lightning,
     megatron,
     mlflow,
@@ -37,57 +37,56 @@ from .formats import (
     wandb_export,
 )
 
-__all__ = ["REGISTRY", "Source", "detect", "sniff"]
+__all__ = ["FORMATS", "REGISTRY", "Format", "detect"]
+
+#: Every format, most preferred first. For text formats the order is also who takes a file
+#: that two of them claim: the first (the generic ``text`` and ``jsonl`` come last).
+FORMATS: list[Format] = settle_claims([
+    hf_trainer.FORMAT,
+    tensorboard.FORMAT,
+    wandb.FORMAT,
+    wandb_export.FORMAT,
+    lightning.FORMAT,
+    mlflow.FORMAT,
+    axolotl.FORMAT,
+    hf_stdout.FORMAT,
+    megatron.FORMAT,
+    nanogpt.FORMAT,
+    torchtitan.FORMAT,
+    jsonl.FORMAT,
+    text.FORMAT,
+])
+
+#: Format name (as in ``--source`` and the JSON ``format``) -> format, most preferred first.
+REGISTRY: dict[str, Format] = {fmt.name: fmt for fmt in FORMATS}
 
 
-class Source(Protocol):
-    def files(self, path: Path) -> list[Path]: ...
+def detect(path: Path, *, source: str | None = None) -> dict[str, Format]:
+    """The formats that hold logs under ``path``, in registry order.
 
-    def read(self, path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog: ...
-
-
-#: Source name (as in ``--source`` and the JSON ``format``) -> module, most preferred first.
-REGISTRY: dict[str, Source] = {
-    "hf-trainer": hf_trainer,
-    "tensorboard": tensorboard,
-    "wandb": wandb,
-    "wandb-export": wandb_export,
-    "lightning": lightning,
-    "mlflow": mlflow,
-    "axolotl": axolotl,
-    "hf-stdout": hf_stdout,
-    "megatron": megatron,
-    "nanogpt": nanogpt,
-    "torchtitan": torchtitan,
-    "text": text,
-}
-
-
-def detect(path: Path, *, source: str | None = None) -> dict[str, Source]:
-    """The sources that hold logs under ``path``, in registry order.
-
-    Raises :class:`InputError` for a missing path and :class:`NoLogsFoundError` when no source
+    Raises :class:`InputError` for a missing path and :class:`NoLogsFoundError` when no format
     (or not the one asked for with ``source``) recognises it.
     """
-    if not path.exists() and not any(module.virtual(path) for module in REGISTRY.values()
-                                     if hasattr(module, "virtual")):
+    if not path.exists() and not any(fmt.virtual(path) for fmt in FORMATS if fmt.virtual):
         raise InputError(f"{path}: no such file or directory")
     if source is not None and source not in REGISTRY:
         raise UsageError(f"unknown source {source!r}; choose one of {', '.join(REGISTRY)}")
     names = [source] if source else list(REGISTRY)
-    found = {name: REGISTRY[name] for name in names if sniff(REGISTRY[name], path)}
+    found = {name: REGISTRY[name] for name in names if REGISTRY[name].finds(path)}
     if not found:
-        looked_for = "; ".join(f"{name}: {_describe(REGISTRY[name])}" for name in names)
+        looked_for = "; ".join(f"{name}: {REGISTRY[name].describe}" for name in names)
         raise NoLogsFoundError(f"{path}: no training logs found (looked for {looked_for})")
-    return found
+    return _one_reader_per_file(found, path)
 
 
-def sniff(module: Source, path: Path) -> bool:
-    """Whether ``module`` finds logs at ``path``: its own ``sniff`` where it has one (a test
-    cheaper than listing its files), else whether ``files`` lists any."""
-    own = getattr(module, "sniff", None)
-    return own(path) if own is not None else bool(module.files(path))
-
-
-def _describe(module: Source) -> str:
-    return (module.__doc__ or "").strip().splitlines()[0].rstrip(".")
+def _one_reader_per_file(found: dict[str, Format], path: Path) -> dict[str, Format]:
+    """``found`` without the text formats all of whose files a structured format found there
+    reads too (a W&B history export saved as JSON lines is that export, not a JSON-lines log)."""
+    texts = [name for name, fmt in found.items() if fmt.claims is not None]
+    structured = [fmt for fmt in found.values() if fmt.claims is None]
+    if not texts or not structured:
+        return found
+    taken = {file.resolve() for fmt in structured for file in fmt.files_at(path)}
+    shared = {name for name in texts
+              if {file.resolve() for file in found[name].files_at(path)} <= taken}
+    return {name: fmt for name, fmt in found.items() if name not in shared}

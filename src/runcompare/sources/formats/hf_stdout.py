@@ -4,7 +4,7 @@ transformers 4.x prints numbers (``{'loss': 2.3456, ...}``), 5.x strings of 4 si
 digits (``{'loss': '2.346', ...}``); both are read, also when glued to tqdm ``\\r`` redraws or
 ANSI cursor codes. Dicts are told apart by their keys: ``train_runtime`` -> end-of-training
 summary, ``eval_*`` -> evaluation, ``test_*``/``predict_*`` -> test, ``loss`` -> train log.
-Keys are renamed like ``hf_trainer.canonical_name`` (``loss`` -> ``train/loss``,
+Keys are named in the Trainer's dialect (:data:`~runcompare.sources.naming.TRAINER`: (``loss`` -> ``train/loss``,
 ``eval_loss`` -> ``eval/loss``, ``epoch`` -> ``train/epoch``). A dict with a value that is not a
 number is skipped whole and reported.
 
@@ -38,7 +38,7 @@ only when no global batch is printed (5.x rounds them to 4 digits).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -47,17 +47,16 @@ import polars as pl
 
 from ...errors import InputError
 from ...model import RAW_SCHEMA, Fact, Finding, RawLog
+from ..format import Format
+from ..naming import canonical_names
 from ..textlog import layout as _layout
 from ..textlog import lines as _lines
 from ..textlog.layout import Layout, Piece
 from . import _hf_steps
 from ._hf_dicts import DICT_KEYS, keys_of, read_dicts
-from .hf_trainer import canonical_name
 
-__all__ = ["claims", "files", "read"]
+__all__ = ["FORMAT", "claims", "read"]
 
-#: Values come from printed text (rounded): a structured source of the same run wins.
-PRINTED = True
 
 LAUNCH = "***** Running training *****"
 #: INFO block labels -> fact names.
@@ -82,11 +81,9 @@ def claims(head: str) -> bool:
     return LAUNCH in head or any(key in head for key in DICT_KEYS)
 
 
-def files(path: Path) -> list[Path]:
-    return _lines.log_files(path, claims)
 
-
-def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
+def read(path: Path, *, hints: Mapping[str, object] | None = None,
+         claims: Callable[[str], bool] = claims) -> RawLog:
     """Every point of the Trainer stdout at ``path`` (a log file, or a run folder's logs)."""
     logs = _lines.logs_at(path, claims, missing="no HF Trainer stdout found (a .log/.out/.txt "
                           "file with the Trainer's dicts such as {'loss': ...} or its '***** "
@@ -261,7 +258,7 @@ def _assemble(path: Path, logs: list[Path], events: pl.DataFrame, pairs: pl.Data
                                       "Trainer log dicts")
     findings += [finding] if finding else []
     aliases = {name: key for key, name in names.items()}
-    return RawLog(source="hf-stdout", path=path, scalars=scalars, step_unit="optimizer",
+    return RawLog(path=path, scalars=scalars, step_unit="optimizer",
                   facts=_facts(info, steps, pairs, values, logs), findings=findings, files=logs,
                   aliases=aliases, leg_starts=_leg_starts(events))
 
@@ -269,7 +266,7 @@ def _assemble(path: Path, logs: list[Path], events: pl.DataFrame, pairs: pl.Data
 def _names(pairs: pl.DataFrame, values: pl.DataFrame) -> dict[str, str]:
     keys = set(pairs.get_column("key").unique().drop_nulls())
     keys |= {c[len(_VALUE):] for c in values.columns if c.startswith(_VALUE)}
-    return {k: canonical_name(k) for k in sorted(keys)}
+    return canonical_names(sorted(keys))
 
 
 def _value_points(values: pl.DataFrame, steps: pl.DataFrame,
@@ -383,3 +380,10 @@ def _facts(info: dict[str, Any], per: pl.DataFrame, pairs: pl.DataFrame, values:
         for key, value in rates:
             facts[key] = Fact(value, f"{where}: summary dict at step {summary['step'][0]}: {key}")
     return facts
+
+
+FORMAT = Format(
+    "hf-stdout",
+    "HF Trainer stdout: the dicts the Trainer prints ({'loss': ...}) and its progress bars, in a "
+    ".log/.out/.txt/.err file",
+    read=read, claims=claims, printed=True)

@@ -21,8 +21,10 @@ import polars as pl
 
 from ...errors import InputError
 from ...model import RAW_SCHEMA, Fact, Finding, RawLog
+from ..format import Format
+from ..naming import canonical
 
-__all__ = ["canonical_name", "files", "read"]
+__all__ = ["FORMAT", "files", "read"]
 
 STATE = "trainer_state.json"
 _CHECKPOINT = re.compile(r"checkpoint-(\d+)$")
@@ -34,18 +36,6 @@ _STATE_FACTS = {"train_batch_size": "per_device_batch", "max_steps": "max_steps"
                 "global_step": "global_step", "num_input_tokens_seen": "tokens_seen",
                 "total_flos": "total_flos"}
 _RATES = ("train_samples_per_second", "train_steps_per_second")
-
-
-def canonical_name(key: str) -> str:
-    """The Trainer's TensorBoard name of a log key.
-
-    >>> canonical_name("eval_loss"), canonical_name("loss"), canonical_name("test_acc")
-    ('eval/loss', 'train/loss', 'test/acc')
-    """
-    for prefix in ("eval", "test"):
-        if key.startswith(prefix + "_"):
-            return f"{prefix}/{key[len(prefix) + 1:]}"
-    return f"train/{key}"
 
 
 def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
@@ -68,7 +58,7 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
     history = state.get("log_history") or []
     scalars, aliases = _scalars(history)
     facts = {**_model_config_facts(path), **_facts(state, history, file)}
-    return RawLog(source="hf-trainer", path=path, scalars=scalars, step_unit="optimizer",
+    return RawLog(path=path, scalars=scalars, step_unit="optimizer",
                   facts=facts, findings=findings, files=[f for f, _ in states], aliases=aliases)
 
 
@@ -166,7 +156,7 @@ def _scalars(history: list[Any]) -> tuple[pl.DataFrame, dict[str, str]]:
         for key, value in entry.items():
             if key in _NOT_METRICS or not _is_number(value):
                 continue
-            name = canonical_name(key)
+            name = canonical(key)
             aliases[name] = key
             metrics.append(name)
             values.append(float(value))
@@ -197,3 +187,9 @@ def _facts(state: dict[str, Any], history: list[Any], file: Path) -> dict[str, F
                 facts[key] = Fact(summary[key], f"{where}: log_history[step {summary.get('step')}]"
                                   f".{key}", "logged")
     return facts
+
+
+FORMAT = Format(
+    "hf-trainer",
+    "an HF Trainer output dir: trainer_state.json at its root or in checkpoint-N/",
+    read=read, files=files)

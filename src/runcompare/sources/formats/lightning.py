@@ -13,7 +13,7 @@ after fit at the final count, already the updates done: they keep their step, an
 ``epoch`` (epochs completed) is dropped. ``epoch`` is Lightning's 0-based epoch index (not a
 fraction) and becomes ``train/epoch``.
 
-Names (``canonical_name``): ``train_loss_step`` → ``train/loss``, ``train_loss_epoch`` →
+Names (:data:`~runcompare.sources.naming.LIGHTNING`): ``train_loss_step`` → ``train/loss``, ``train_loss_epoch`` →
 ``train/loss_epoch``, ``val_loss`` → ``eval/loss``, ``test_acc`` → ``test/acc``,
 ``lr-AdamW`` → ``train/learning_rate``; others → ``train/<name>``. The logged name is kept as
 an alias. Facts come from ``hparams.yaml`` (what the module saved with
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import csv
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,18 +33,17 @@ import polars as pl
 
 from ...errors import InputError
 from ...model import RAW_SCHEMA, Fact, Finding, RawLog
-from .axolotl import load_yaml, nested_facts
+from ..config import load_yaml, nested_facts
+from ..format import Format
+from ..naming import LIGHTNING, canonical_names
+from ..textlog import lines as _lines
 
-__all__ = ["canonical_name", "canonical_names", "expand", "files", "hparams_facts", "read",
-           "read_lines", "sniff"]
+__all__ = ["FORMAT", "expand", "files", "hparams_facts", "read", "sniff"]
 
 METRICS = "metrics.csv"
 HPARAMS = "hparams.yaml"
 #: Columns of metrics.csv that are not metrics.
 _STEP, _EPOCH = "step", "epoch"
-_PREFIXES = {"train": "train", "training": "train", "val": "eval", "valid": "eval",
-             "validation": "eval", "eval": "eval", "test": "test"}
-_LR_MONITOR = re.compile(r"^lr-[A-Za-z0-9_]+$")
 #: Bad lines reported by number before "and N more".
 _SHOWN = 3
 
@@ -103,44 +102,6 @@ def _header(line: str) -> list[str]:
     return next(csv.reader([line.rstrip("\r\n")]), [])
 
 
-def canonical_name(key: str) -> str:
-    """runcompare's name of a Lightning metric (see the module docstring).
-
-    >>> [canonical_name(k) for k in ("train_loss_step", "train_loss_epoch", "val_loss",
-    ...                               "val_acc_epoch", "test/acc", "lr-AdamW", "loss")]
-    ... # doctest: +NORMALIZE_WHITESPACE
-    ['train/loss', 'train/loss_epoch', 'eval/loss', 'eval/acc', 'test/acc',
-     'train/learning_rate', 'train/loss']
-    """
-    if _LR_MONITOR.match(key) or key in ("lr", "learning_rate"):
-        return "train/learning_rate"
-    if key == _EPOCH:
-        return "train/epoch"
-    match = re.match(r"([A-Za-z]+)[/_](.+)", key)
-    prefix = _PREFIXES.get(match.group(1).lower()) if match else None
-    rest = match.group(2) if match and prefix else key
-    if prefix is None:
-        if "/" in key:
-            return key
-        prefix = "train"
-    if prefix == "train" and rest.endswith("_step") and len(rest) > 5:
-        rest = rest[:-5]
-    elif prefix != "train" and rest.endswith("_epoch") and len(rest) > 6:
-        rest = rest[:-6]
-    return f"{prefix}/{rest}"
-
-
-def canonical_names(keys: Iterable[str],
-                    name: Callable[[str], str] = canonical_name) -> dict[str, str]:
-    """Logged key -> canonical name; keys whose canonical names collide keep their own name."""
-    keys = list(keys)
-    wanted = {key: name(key) for key in keys}
-    counts: dict[str, int] = {}
-    for target in wanted.values():
-        counts[target] = counts.get(target, 0) + 1
-    return {key: target if counts[target] == 1 else key for key, target in wanted.items()}
-
-
 def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
     """Every point of the metrics.csv at ``path`` (steps + 1, see the module docstring)."""
     runs = _runs(path)
@@ -159,55 +120,14 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
                             f"{folder / METRICS}: Lightning counts steps from 0 (logged before "
                             "the optimizer step just done is counted); runcompare adds 1, so "
                             "step = optimizer updates done"))
-    return RawLog(source="lightning", path=path, scalars=scalars, step_unit="optimizer",
+    return RawLog(path=path, scalars=scalars, step_unit="optimizer",
                   facts=facts, findings=findings, files=files(folder), aliases=aliases)
 
 
-def read_lines(file: Path, *, skip_header: bool = False) -> tuple[str, pl.DataFrame,
-                                                                   list[Finding]]:
-    """A text log as a frame of ``line`` (1-based number) and ``text`` (blank lines left out),
-    read by polars.
-
-    Returns the first line separately when ``skip_header``. A last line without its newline
-    (the writer was killed mid-line) is dropped with a ``damaged-input`` warning; bytes that
-    are not UTF-8 are replaced. Shared with the MLflow file store.
-    """
-    try:
-        data = file.read_bytes()
-    except OSError as exc:
-        raise InputError(f"{file}: cannot be read ({exc.strerror})") from exc
-    findings: list[Finding] = []
-    header, first = "", 1
-    if skip_header:
-        end = data.find(b"\n")
-        header = data[: end if end >= 0 else len(data)].decode("utf-8", errors="replace")
-        data, first = (data[end + 1:] if end >= 0 else b""), 2
-    if data and not data.endswith(b"\n"):
-        cut = data.rfind(b"\n") + 1
-        number = data[:cut].count(b"\n") + first
-        findings.append(Finding("warning", "damaged-input",
-                                f"{file}: line {number} is cut off "
-                                "(the file ends mid-line, as when a run is killed while "
-                                "writing); dropped it"))
-        data = data[:cut]
-    if not data.strip():
-        return header, pl.DataFrame(schema={"line": pl.Int64, "text": pl.String}), findings
-    data = data.replace(b"\x1f", b" ")  # the separator below: one field per line
-    try:
-        lines = pl.read_csv(data, has_header=False, separator="\x1f", quote_char=None,
-                            schema={"text": pl.String}, encoding="utf8-lossy",
-                            truncate_ragged_lines=True)
-    except pl.exceptions.PolarsError as exc:
-        raise InputError(f"{file}: cannot be read as text lines ({exc}); is it a log file?"
-                         ) from exc
-    lines = lines.with_row_index("line", offset=first).select(
-        pl.col("line").cast(pl.Int64), pl.col("text").str.strip_chars_end("\r"))
-    return header, lines.filter(pl.col("text").str.strip_chars() != ""), findings  # no blanks
-
-
 def _read_metrics(file: Path) -> tuple[pl.DataFrame, dict[str, str], list[Finding]]:
-    first, lines, findings = read_lines(file, skip_header=True)
-    header = _header(first)
+    lines, findings = _lines.record_lines(file)
+    header = _header(lines.get_column("text")[0] if lines.height else "")
+    lines = lines.filter(pl.col("line") > 1)
     if _STEP not in header:
         raise InputError(f"{file}: header has no `step` column ({', '.join(header[:8])}); not a "
                          "Lightning CSVLogger metrics.csv")
@@ -219,7 +139,7 @@ def _read_metrics(file: Path) -> tuple[pl.DataFrame, dict[str, str], list[Findin
     if bad.height:
         findings.append(_bad_lines(file, bad.get_column("line").to_list(), len(header)))
     rows = fields.filter(ok & pl.col("step").is_not_null())
-    names = canonical_names([c for c in header if c != _STEP])
+    names = canonical_names([c for c in header if c != _STEP], LIGHTNING)
     frames = []
     for index, column in enumerate(header):
         if column == _STEP:
@@ -293,3 +213,9 @@ def _facts(folder: Path, hints: Mapping[str, object]) -> tuple[dict[str, Fact[An
             "save_hyperparameters(), not Trainer(accumulate_grad_batches=, devices=, "
             "num_nodes=); if they were not 1, pass --set RUN:grad_accum=N and world_size=N"))
     return facts, findings
+
+
+FORMAT = Format(
+    "lightning",
+    "Lightning CSVLogger folders: lightning_logs/version_N/metrics.csv and hparams.yaml",
+    read=read, files=files, sniff=sniff, expand=expand)

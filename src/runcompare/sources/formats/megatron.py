@@ -32,7 +32,7 @@ Restarts: a new ``arguments`` block or an iteration that does not go up starts a
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,15 +41,14 @@ import polars as pl
 from ...errors import InputError
 from ...model import Fact, Finding, RawLog
 from ..config import facts_from_config
+from ..format import Format
 from ..textlog import layout as _layout
 from ..textlog import lines as _lines
 from ..textlog.fields import KEY, delimited_fields
 from ..textlog.layout import Layout, Piece
 
-__all__ = ["claims", "files", "read"]
+__all__ = ["FORMAT", "claims", "read"]
 
-#: Values come from printed text (rounded): a structured source of the same run wins.
-PRINTED = True
 
 _ITERATION = re.compile(r"iteration\s+\d+/\s*\d+\s*\|")
 _TRAIN_NAMES = {
@@ -73,11 +72,9 @@ def claims(head: str) -> bool:
     return bool(_ITERATION.search(head)) or "end of arguments" in head and "-- arguments --" in head
 
 
-def files(path: Path) -> list[Path]:
-    return _lines.log_files(path, claims)
 
-
-def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
+def read(path: Path, *, hints: Mapping[str, object] | None = None,
+         claims: Callable[[str], bool] = claims) -> RawLog:
     """Every point of every Megatron log at ``path`` (a file, or a folder's logs in name order)."""
     logs = _lines.logs_at(path, claims, missing="no Megatron-LM log found (a file with lines "
                           "like ' iteration 100/ 500000 | consumed samples: ... | lm loss: ...')")
@@ -219,7 +216,7 @@ def _assemble(path: Path, logs: list[Path], train: pl.DataFrame, other: pl.DataF
                                       "Megatron-LM log lines")
     findings += [finding] if finding else []
     facts, more = _facts(logs, train, other)
-    return RawLog(source="megatron", path=path, scalars=scalars, step_unit="optimizer",
+    return RawLog(path=path, scalars=scalars, step_unit="optimizer",
                   facts=facts, findings=findings + more, files=logs, aliases=aliases,
                   leg_starts=_leg_starts(train, other))
 
@@ -320,3 +317,9 @@ def _facts(logs: list[Path], train: pl.DataFrame,
     facts["global_step"] = Fact(int(train.get_column("step").max()),  # type: ignore[arg-type]
                                 f"{logs[-1].name}: last iteration")
     return facts, findings
+
+
+FORMAT = Format(
+    "megatron",
+    "Megatron-LM stdout: ' iteration N/ M | consumed samples: ... | lm loss: ...' lines",
+    read=read, claims=claims, printed=True)

@@ -33,12 +33,14 @@ import polars as pl
 
 from ...errors import InputError
 from ...model import RAW_SCHEMA, Finding, RawLog
-from . import hf_trainer, lightning
+from ..config import load_yaml, nested_facts
+from ..format import Format
+from ..naming import LIGHTNING, TRAINER, canonical_names
+from ..textlog import lines as _lines
 from ._mlflow_sqlite import METRIC_SCHEMA, RunRecord, databases, is_database, read_run, run_ids
 from ._mlflow_sqlite import run_name as _db_run_name
-from .axolotl import load_yaml, nested_facts
 
-__all__ = ["expand", "files", "read", "run_name", "sniff", "virtual"]
+__all__ = ["FORMAT", "expand", "files", "read", "run_name", "sniff", "virtual"]
 
 META = "meta.yaml"
 _STORE_DIRS = ("metrics", "params", "tags")
@@ -109,16 +111,16 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
         record, findings = _read_file_run(root)
         where = "mlflow params"
     hf = _HF_PARAM in record.params
-    names = lightning.canonical_names(
+    names = canonical_names(
         record.metrics.get_column("key").unique(maintain_order=True).to_list(),
-        hf_trainer.canonical_name if hf else lightning.canonical_name)
+        TRAINER if hf else LIGHTNING)
     scalars = record.metrics.select(
         pl.col("key").replace_strict(names, return_dtype=pl.String).alias("metric"),
         "value", "step", _seconds(pl.col("timestamp")).alias("wall_time"),
         pl.lit(0, pl.Int32).alias("leg")).select([pl.col(c).cast(t)
                                                  for c, t in RAW_SCHEMA.items()])
     findings += _run_findings(root, record, hf, set(names))
-    return RawLog(source="mlflow", path=path, scalars=scalars, step_unit="optimizer",
+    return RawLog(path=path, scalars=scalars, step_unit="optimizer",
                   facts=nested_facts(record.params, where=where), findings=findings,
                   files=files(root), aliases={t: k for k, t in names.items() if t != k},
                   name=record.name)
@@ -271,7 +273,9 @@ def _read_metric_files(folder: Path) -> tuple[pl.DataFrame, list[Finding]]:
     frames: list[pl.DataFrame] = []
     findings: list[Finding] = []
     for file in sorted(f for f in folder.rglob("*") if f.is_file()) if folder.is_dir() else []:
-        _, lines, damage = lightning.read_lines(file)
+        if file.stat().st_size == 0:  # a metric created with no point yet
+            continue
+        lines, damage = _lines.record_lines(file)
         findings += damage
         key = file.relative_to(folder).as_posix()
         frames.append(lines.with_columns(key=pl.lit(key), file=pl.lit(str(file))))
@@ -321,3 +325,9 @@ def _run_findings(root: Path, record: RunRecord, hf: bool, keys: set[str]) -> li
                             f"{label}: MLflow stores the step the script passed to "
                             f"log_metric; taken as optimizer steps{why}"))
     return findings
+
+
+FORMAT = Format(
+    "mlflow",
+    "MLflow runs: a file store (mlruns/<experiment>/<run>/) or an SQLite store (mlflow.db)",
+    read=read, files=files, sniff=sniff, expand=expand, virtual=virtual)

@@ -25,7 +25,7 @@ Legs: each ``Initializing a new model from scratch`` / ``Resuming training from`
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -35,14 +35,13 @@ import polars as pl
 from ...errors import InputError
 from ...model import Fact, RawLog
 from ..config import facts_from_config
+from ..format import Format
 from ..textlog import layout as _layout
 from ..textlog import lines as _lines
 from ..textlog.layout import Layout, Piece
 
-__all__ = ["claims", "files", "read"]
+__all__ = ["FORMAT", "claims", "read"]
 
-#: Values come from printed text (rounded): a structured source of the same run wins.
-PRINTED = True
 
 _ITER = r"^iter (?<step>\d+): loss (?<loss>\S+), time (?<time>\S+?)ms(?:, mfu (?<mfu>\S+?)%)?"
 _EVAL = r"^step (?<step>\d+): train loss (?<train>\S+), val loss (?<val>\S+)"
@@ -66,11 +65,9 @@ def claims(head: str) -> bool:
     return "tokens per iteration will be:" in head or bool(_CLAIM.search(head))
 
 
-def files(path: Path) -> list[Path]:
-    return _lines.log_files(path, claims)
 
-
-def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
+def read(path: Path, *, hints: Mapping[str, object] | None = None,
+         claims: Callable[[str], bool] = claims) -> RawLog:
     """Every point of the nanoGPT log(s) at ``path``."""
     logs = _lines.logs_at(path, claims, missing="no nanoGPT log found (lines like 'iter 100: "
                           "loss 4.2134, time 120.00ms, mfu 30.00%')")
@@ -87,7 +84,7 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
     scalars = _lines.to_raw(points, _NAMES)
     bad = rows.filter(pl.col("bad")).select("line", "text")
     finding = _lines.unparsed_finding(logs[0], bad, "nanoGPT iter/step lines")
-    return RawLog(source="nanogpt", path=path, scalars=scalars, step_unit="optimizer",
+    return RawLog(path=path, scalars=scalars, step_unit="optimizer",
                   facts=_facts(rows, logs), findings=findings + ([finding] if finding else []),
                   files=logs, aliases=_ALIASES)
 
@@ -162,3 +159,9 @@ def _facts(rows: pl.DataFrame, logs: list[Path]) -> dict[str, Fact[Any]]:
                                     f"{where}: last iter + 1")
     return facts
 
+
+FORMAT = Format(
+    "nanogpt",
+    "nanoGPT stdout: 'iter N: loss X, time Yms, mfu Z%' and 'step N: train loss X, val loss Y' "
+    "lines",
+    read=read, claims=claims, printed=True)

@@ -57,9 +57,10 @@ from ...errors import InputError, NoLogsFoundError
 from ...model import RAW_SCHEMA, Fact, Finding, RawLog
 from ..codecs.files import read_file
 from ..config import facts_from_config
+from ..format import Format
 from ._tfevents import EventFile, decode
 
-__all__ = ["expand", "files", "read"]
+__all__ = ["FORMAT", "expand", "files", "read"]
 
 MARK = "tfevents"
 _RESTART_DIR = re.compile(r"^[A-Z][a-z]{2}\d{2}_\d{2}-\d{2}-\d{2}_.+$")
@@ -140,7 +141,7 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
     if scalars.is_empty():
         findings.append(Finding("warning", "no-scalars",
                                 f"{path}: no scalar in {len(decoded)} event file(s) yet"))
-    return RawLog(source="tensorboard", path=path, scalars=scalars, step_unit="optimizer",
+    return RawLog(path=path, scalars=scalars, step_unit="optimizer",
                   facts=_facts(legs.order), findings=findings,
                   files=[d.path for d in legs.order], leg_starts=legs.starts)
 
@@ -346,3 +347,9 @@ def _fresh_starts(root: Path, legs: _Legs) -> list[Finding]:
                 "separate run rather than a restart, give it its own folder and pass each "
                 "folder on its own (or use --duplicates all)"))
     return out
+
+
+FORMAT = Format(
+    "tensorboard",
+    "TensorBoard event files (a file whose name contains tfevents), every scalar point",
+    read=read, files=files, expand=expand)

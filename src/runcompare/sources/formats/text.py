@@ -14,7 +14,7 @@ Three ways a line gives a point, tried in this order:
   step of the line before it (an evaluation line), which a ``step-carried`` finding reports;
   a log with no step at all is numbered by log line (step unit ``log_call``).
 
-Names go through ``_lines.canonical_key``: ``loss`` -> ``train/loss``, ``lr`` ->
+Names are printed-log names (:data:`~runcompare.sources.naming.PRINTED`): ``loss`` -> ``train/loss``, ``lr`` ->
 ``train/learning_rate``, ``val_loss``/``eval_loss`` -> ``eval/loss``, names with ``/`` kept.
 
 A tqdm bar in the log (its ``\\r`` redraws are split into their own lines) tells optimizer
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,13 +36,12 @@ import polars as pl
 
 from ...errors import InputError
 from ...model import Fact, Finding, RawLog
+from ..format import Format
+from ..naming import PRINTED, canonical_names
 from ..textlog import lines as _lines
-from . import hf_stdout, megatron, nanogpt, torchtitan
 
-__all__ = ["claims", "files", "read"]
+__all__ = ["FORMAT", "claims", "read"]
 
-#: Values come from printed text (rounded): a structured source of the same run wins.
-PRINTED = True
 
 STEP_KEYS = ("step", "global_step", "iter", "iteration", "it", "train/global_step")
 _SEED = r"\[step (?<step>\d+) epoch (?<epoch>[-+\d.eE]+)\]"
@@ -53,24 +52,19 @@ _STEPPED = (r"(?im)(?:^|[\s,;|\[])(?:step|global_step|iter|iteration)\s*(?:=|:)\
 _BAR = r"(\d+)/(\d+) \["
 #: Everything up to the end of a tqdm bar (``... 20/160 [00:02<00:17,  7.91it/s]``).
 _BAR_END = r"^.*?\d+/\d+ \[[^\]]*\]"
-_OTHERS = (hf_stdout, megatron, nanogpt, torchtitan)
 
 
 def claims(head: str) -> bool:
-    """The seed format, or several lines of ``step=N key=value`` pairs, that no more specific
-    text source claims."""
-    if any(other.claims(head) for other in _OTHERS):
-        return False
+    """The seed format, or several lines of ``step=N key=value`` pairs (a file that a more
+    specific text format claims too is that format's: the registry's order decides)."""
     if re.search(r"\[step \d+ epoch [-+\d.eE]+\]", head):
         return True
     return len(re.findall(_STEPPED, head)) >= 2
 
 
-def files(path: Path) -> list[Path]:
-    return _lines.log_files(path, claims)
 
-
-def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
+def read(path: Path, *, hints: Mapping[str, object] | None = None,
+         claims: Callable[[str], bool] = claims) -> RawLog:
     """Every point of the text log(s) at ``path``; ``hints["pattern"]`` is ``--pattern``."""
     hints = dict(hints or {})
     pattern = hints.get("pattern")
@@ -154,7 +148,7 @@ def _assemble(path: Path, logs: list[Path], rows: pl.DataFrame, findings: list[F
     findings += [finding] if finding else []
     facts, more = _bar_facts(long, bars, logs[0])
     aliases = dict(long.select("metric", "key").unique("metric").iter_rows())
-    return RawLog(source="text", path=path, scalars=scalars, step_unit=unit, facts=facts,
+    return RawLog(path=path, scalars=scalars, step_unit=unit, facts=facts,
                   findings=findings + more, files=logs,
                   aliases={m: k for m, k in aliases.items() if m != k})
 
@@ -177,7 +171,8 @@ def _pair_points(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         "pos", "i", "line", "seed_step", "seed_epoch", "wall_time", "line_step", "step",
         key=pl.lit("epoch"), value="seed_epoch", pair=pl.lit(""))
     pairs = pl.concat([pairs, epochs.select(pairs.columns)])
-    names = {k: _lines.canonical_key(k) for k in pairs.get_column("key").unique().drop_nulls()}
+    names = canonical_names(pairs.get_column("key").unique(maintain_order=True).drop_nulls(),
+                            PRINTED)
     long = pairs.filter(pl.col("value").is_not_null()).select(
         "pos", "i", "key", metric=pl.col("key").replace_strict(names, return_dtype=pl.String),
         value="value", step=pl.col("step").cast(pl.Int64, strict=False), wall_time="wall_time")
@@ -190,7 +185,7 @@ def _pattern_points(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
                                                     "pos")]
     long = rows.unpivot(on=columns, index=["pos", "seed_step", "wall_time"],
                         variable_name="key", value_name="value")
-    names = {k: _lines.canonical_key(k) for k in columns}
+    names = canonical_names(columns, PRINTED)
     long = long.filter(pl.col("value").is_not_null()).select(
         "pos", pl.lit(0, pl.UInt32).alias("i"), "key",
         metric=pl.col("key").replace_strict(names, return_dtype=pl.String), value="value",
@@ -253,3 +248,10 @@ def _bar_facts(long: pl.DataFrame, bars: pl.DataFrame,
                            f"{file}: the progress bar counts {total} micro-steps, "
                            f"{total // accum} optimizer steps × accumulation {accum}: at every "
                            f"step line it stood around step × {accum}")]
+
+
+FORMAT = Format(
+    "text",
+    "plain-text logs of key=value or key: value pairs with a step (step=100 loss=2.31), or any "
+    "lines with --pattern REGEX",
+    read=read, claims=claims, printed=True)

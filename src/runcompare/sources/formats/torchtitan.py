@@ -21,7 +21,7 @@ before loading the checkpoint always say step 1).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +29,11 @@ import polars as pl
 
 from ...errors import InputError
 from ...model import Fact, RawLog
+from ..format import Format
 from ..textlog import lines as _lines
 
-__all__ = ["claims", "files", "read"]
+__all__ = ["FORMAT", "claims", "read"]
 
-#: Values come from printed text (rounded): a structured source of the same run wins.
-PRINTED = True
 
 _TITAN = r"\[titan\] \d{4}-\d\d-\d\d"
 _PAIR = r"[A-Za-z_][A-Za-z_ ]*?:\s+[^\s]+"
@@ -56,11 +55,9 @@ def claims(head: str) -> bool:
     return bool(re.search(_TITAN, head))
 
 
-def files(path: Path) -> list[Path]:
-    return _lines.log_files(path, claims)
 
-
-def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
+def read(path: Path, *, hints: Mapping[str, object] | None = None,
+         claims: Callable[[str], bool] = claims) -> RawLog:
     """Every point of the torchtitan log(s) at ``path``."""
     logs = _lines.logs_at(path, claims, missing="no torchtitan log found (lines like '[titan] "
                           "2025-01-01 12:00:00,000 - root - INFO - step: 10  loss: 9.6123 ...')")
@@ -81,7 +78,7 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
                  if f]
     aliases = {m: k for k, m in _NAMES.items() if k != "wps"}
     aliases.update({"train/memory_pct": "memory (%)", "eval/loss": "validate loss"})
-    return RawLog(source="torchtitan", path=path, scalars=scalars, step_unit="optimizer",
+    return RawLog(path=path, scalars=scalars, step_unit="optimizer",
                   facts=_facts(rows, logs), findings=findings, files=logs, aliases=aliases,
                   leg_starts=_leg_starts(rows))
 
@@ -146,3 +143,9 @@ def _leg_starts(rows: pl.DataFrame) -> dict[int, int]:
     starts = pl.concat([announced, loaded.cast(announced.schema)]).group_by("leg").agg(
         pl.col("start").max())
     return {leg: start for leg, start in starts.iter_rows() if leg > 0}
+
+
+FORMAT = Format(
+    "torchtitan",
+    "torchtitan stdout: '[titan] <time> - root - INFO - step: N  loss: X ...' lines",
+    read=read, claims=claims, printed=True)

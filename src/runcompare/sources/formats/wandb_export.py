@@ -35,11 +35,12 @@ import polars as pl
 
 from ...errors import InputError
 from ...model import Finding, RawLog
+from ..format import Format
 from ._wandb_history import with_values
 from ._wandb_run import Leg
-from .wandb import LOG_STEP, history_scalars
+from ._wandb_steps import LOG_STEP, history_scalars
 
-__all__ = ["expand", "files", "read", "virtual"]
+__all__ = ["FORMAT", "expand", "files", "read", "virtual"]
 
 #: Suffixes of exported history.
 _SUFFIXES = (".csv", ".jsonl", ".json", ".parquet")
@@ -251,7 +252,7 @@ def _read_api(file: Path, step_metric: object) -> RawLog:
                                 "another"))
     scalars, unit, more, _ = history_scalars(
         [leg], None if step_metric is None else str(step_metric), file)
-    return RawLog(source="wandb-export", path=file, scalars=scalars, step_unit=unit, facts={},
+    return RawLog(path=file, scalars=scalars, step_unit=unit, facts={},
                   findings=findings + more, files=[file], aliases={}, name=file.stem)
 
 
@@ -303,7 +304,7 @@ def _read_panel(panels: list[Path], run: str, step_metric: object) -> RawLog:
         findings.append(Finding("info", "panel-group",
                                 f"{where}: {run!r} is the aggregate line of a W&B group as "
                                 "the panel drew it, not one run"))
-    return RawLog(source="wandb-export", path=where / _encode(run), scalars=scalars,
+    return RawLog(path=where / _encode(run), scalars=scalars,
                   step_unit=unit, facts={}, findings=findings, files=panels, aliases={},
                   name=run.removeprefix("Group: "))
 
@@ -324,3 +325,10 @@ def _panel_columns(table: pl.DataFrame, run: str) -> tuple[dict[str, str], int]:
         spread += table.select((pl.col(name).cast(pl.Float64, strict=False) != value).sum()
                                ).item() or 0
     return metrics, spread
+
+
+FORMAT = Format(
+    "wandb-export",
+    "W&B history exports: the web app's panel CSV, or the API's history as CSV, JSON lines or "
+    "parquet",
+    read=read, files=files, expand=expand, virtual=virtual)

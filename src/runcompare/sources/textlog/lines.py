@@ -15,8 +15,9 @@ parsing, leg numbering, the unparsed-lines finding and
 the choice of files (never W&B's own).
 
 The CSV reader is told that the field separator is ``\\x1f`` (ASCII unit separator) and that
-there are no quotes, so a line is one field; the rest of a line after a ``\\x1f`` byte is cut off
-(binary garbage only). Carriage returns inside a line (tqdm progress output) are kept;
+there are no quotes, so a line is one field; a ``\\x1f`` byte in a line is read as a space.
+A file that ends without its last newline has that line read as it is and marked
+(``Lines.unterminated``); formats whose writers end every record drop it (:meth:`Lines.complete`). Carriage returns inside a line (tqdm progress output) are kept;
 :func:`split_cr` makes each ``\\r``-separated segment a row of its own, with its line number.
 """
 
@@ -42,9 +43,9 @@ from ..codecs.files import writable
 from . import layout as _layout
 from .layout import Layout
 
-__all__ = ["CHUNK_BYTES", "HEAD_BYTES", "Lines", "canonical_key", "clean_text",
+__all__ = ["CHUNK_BYTES", "HEAD_BYTES", "Lines", "clean_text",
            "compile_pattern", "head", "in_order",
-           "log_files", "number", "number_legs", "read_lines", "split_cr", "timestamp",
+           "log_files", "number", "number_legs", "read_lines", "record_lines", "split_cr", "timestamp",
            "to_raw", "unparsed_finding"]
 
 #: Bytes of whole lines parsed at once.
@@ -56,7 +57,7 @@ _PROBE = 64 << 10
 #: Chunks parsed at the same time.
 WORKERS = 2
 #: Suffixes of the files in a folder that may hold captured stdout.
-LOG_SUFFIXES = (".log", ".out", ".txt", ".err")
+LOG_SUFFIXES = (".log", ".out", ".txt", ".err", ".jsonl", ".ndjson")
 #: W&B's own files: its debug logs, and a run folder's copy of the console (``files/output.log``).
 _WANDB_DEBUG = {"debug.log", "debug-internal.log", "debug-core.log"}
 _WANDB_RUN = re.compile(r"(?:offline-)?run-\d{8}_\d{6}-\w+$")
@@ -82,6 +83,20 @@ class Lines:
     garbled: int = 0
     first_garbled: int | None = None
     tables: dict[str, pl.DataFrame] = field(default_factory=dict)
+    #: The number of the last line when the file ends without its newline (a writer killed
+    #: mid-line, or one that never ends its last line), else None.
+    unterminated: int | None = None
+
+    def complete(self, path: Path) -> tuple[pl.DataFrame, list[Finding]]:
+        """``rows`` without an unterminated last line, with a ``damaged-input`` warning when
+        there was one: for formats whose writer ends every record with a newline (a CSV row,
+        an MLflow metric line), where such a line is cut."""
+        if self.unterminated is None:
+            return self.rows, []
+        return self.rows.filter(pl.col("line") != self.unterminated), [Finding(
+            "warning", "damaged-input",
+            f"{path}: line {self.unterminated} is cut off (the file ends mid-line, as when a "
+            "run is killed while writing); dropped it")]
 
     def findings(self, path: Path) -> list[Finding]:
         """An info finding when some lines were not valid UTF-8."""
@@ -113,7 +128,7 @@ def log_files(path: Path, claims: Callable[[str], bool]) -> list[Path]:
     """The files at ``path`` whose beginning ``claims`` accepts, in natural name order.
 
     ``path`` may be a file (taken whatever its name) or a folder (its own ``*.log``, ``*.out``,
-    ``*.txt`` and ``*.err`` files; subfolders are not searched). W&B's debug logs and the
+    ``*.txt``, ``*.err``, ``*.jsonl`` and ``*.ndjson`` files; subfolders are not searched). W&B's debug logs and the
     console copy in a W&B run folder are never taken.
     """
     if path.is_file():
@@ -150,6 +165,20 @@ def read_rows(logs: list[Path], parse: Callable[[pl.DataFrame], Parsed], *,
     return pl.concat(parts, how="diagonal_relaxed"), findings
 
 
+def record_lines(file: Path) -> tuple[pl.DataFrame, list[Finding]]:
+    """The lines of a text file whose writer ends every row with a newline (a CSV, an MLflow
+    metric file): ``line`` and ``text``, blank lines and a cut-off last line left out (with a
+    ``damaged-input`` warning)."""
+    lines = read_lines(file, _non_blank)
+    rows, findings = lines.complete(file)
+    return rows, lines.findings(file) + findings
+
+
+def _non_blank(frame: pl.DataFrame) -> pl.DataFrame:
+    text = pl.col("text").str.strip_chars_end("\r")
+    return frame.select("line", text).filter(text.str.strip_chars() != "")
+
+
 def _natural(path: Path) -> list[object]:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path.name)]
 
@@ -182,10 +211,14 @@ def read_lines(path: Path, parse: Callable[[pl.DataFrame], Parsed], *,
         with path.open("rb") as handle:
             # the scanner reads a chunk where it lies, in a buffer of the worker's own
             read = _reader(handle, size, reuse=bool(layout) and _layout.NATIVE)
-            return _parse_chunks(_spans(handle, size),
-                                 partial(_read_chunk, read=read, parse=parse, layout=layout,
-                                         merge=merge or into("rows")),
-                                 workers or WORKERS)
+            lines = _parse_chunks(list(_spans(handle, size)),
+                                  partial(_read_chunk, read=read, parse=parse, layout=layout,
+                                          merge=merge or into("rows")),
+                                  workers or WORKERS)
+            handle.seek(-1, io.SEEK_END)
+            if handle.read(1) != b"\n":
+                lines.unterminated = lines.count
+            return lines
     except OSError as exc:
         raise InputError(f"{path}: cannot be read ({exc.strerror})") from exc
     except pl.exceptions.PolarsError as exc:
@@ -307,7 +340,10 @@ def _read_chunk(span: tuple[int, int], *, read: Callable[[tuple[int, int]], byte
         index = rest
         if not data:
             break
-    frame = (pl.read_csv(bytes(data), **_CSV) if data  # type: ignore[call-overload]
+    text = bytes(data)
+    if b"\x1f" in text:  # the CSV reader's separator: one field per line
+        text = text.replace(b"\x1f", b" ")
+    frame = (pl.read_csv(text, **_CSV) if text  # type: ignore[call-overload]
              else pl.DataFrame(schema={"text": pl.String}))
     line = pl.Series("line", index + 1 if index is not None else np.arange(1, frame.height + 1))
     frame = frame.select(line, "text")
@@ -324,19 +360,22 @@ def _empty(parse: Callable[[pl.DataFrame], Parsed]) -> Parsed:
     return parse(pl.DataFrame(schema={"line": pl.Int64, "text": pl.String}))
 
 
-def _parse_chunks(spans: Iterator[tuple[int, int]], read: Callable[[tuple[int, int]], _Chunk],
+def _parse_chunks(spans: list[tuple[int, int]], read: Callable[[tuple[int, int]], _Chunk],
                   workers: int) -> Lines:
     """``read`` of each chunk, two at a time in threads (reading, polars and the scanner
-    release the GIL); line numbers made the file's once all are in, by one addition per
-    frame."""
+    release the GIL; a file of one chunk is read without them); line numbers made the
+    file's once all are in, by one addition per frame."""
     results: list[_Chunk] = []
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        pending: deque[Future[_Chunk]] = deque()
-        for span in spans:
-            pending.append(pool.submit(read, span))
-            if len(pending) > workers:
-                results.append(pending.popleft().result())
-        results += [future.result() for future in pending]
+    if len(spans) == 1:
+        results.append(read(spans[0]))
+    else:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            pending: deque[Future[_Chunk]] = deque()
+            for span in spans:
+                pending.append(pool.submit(read, span))
+                if len(pending) > workers:
+                    results.append(pending.popleft().result())
+            results += [future.result() for future in pending]
     counts = np.array([count for count, _, _ in results], dtype=np.int64)
     before = np.cumsum(counts) - counts  # lines of the chunks before each
     tables: dict[str, list[tuple[int, pl.DataFrame]]] = {}
@@ -418,32 +457,6 @@ def number_legs(rows: pl.DataFrame, *, launch: str, stepped: str, step: str = "s
     raw = rows.select((launch_ | back.fill_null(False)).cast(pl.Int32).cum_sum()).to_series()
     origin = raw.filter(rows.get_column(points or stepped)).min()
     return (raw - (origin or 0)).clip(lower_bound=0).cast(pl.Int32).alias("leg")
-
-
-#: Printed names that mean a canonical metric whatever the format (before ``canonical_key``).
-_RENAMES = {"lr": "learning_rate", "val_loss": "eval_loss", "valid_loss": "eval_loss",
-            "validation_loss": "eval_loss", "train_loss": "loss", "gnorm": "grad_norm",
-            "grad-norm": "grad_norm"}
-
-
-def canonical_key(key: str) -> str:
-    """The canonical metric name of a key printed by a generic ``key=value`` logger.
-
-    ``eval_x``/``val_x`` -> ``eval/x``, ``test_x`` -> ``test/x``, names holding ``/`` stay as
-    they are, others -> ``train/x``; ``lr`` is ``learning_rate``.
-
-    >>> [canonical_key(k) for k in ("loss", "lr", "val_loss", "val_acc", "eval/bleu", "Loss")]
-    ['train/loss', 'train/learning_rate', 'eval/loss', 'eval/acc', 'eval/bleu', 'train/loss']
-    """
-    from ..formats.hf_trainer import canonical_name
-
-    key = key.strip().lower().replace(" ", "_").replace("-", "_")
-    if "/" in key:
-        return key
-    key = _RENAMES.get(key, key)
-    if key.startswith(("val_", "valid_")):
-        key = "eval_" + key.split("_", 1)[1]
-    return canonical_name(key)
 
 
 def to_raw(frame: pl.DataFrame, columns: Mapping[str, str]) -> pl.DataFrame:

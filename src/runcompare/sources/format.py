@@ -1,0 +1,106 @@
+"""The one description of a log format that the loader sees: :class:`Format`.
+
+Each module in :mod:`.formats` exports one ``FORMAT``; the registry (:mod:`runcompare.sources`)
+is built from those objects and nothing else, so every capability a format has is a named
+field here, and its name is written once (the loader stamps it on each
+:class:`~runcompare.model.RawLog` the format reads).
+
+Text formats (captured stdout) have ``claims`` instead of ``files``: whether a log file's first
+bytes are theirs. Which text format takes a file is decided by the registry alone, in its order
+(:func:`settle_claims`), so no text format imports another to keep off its files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from ..model import RawLog
+from .textlog.lines import log_files
+
+__all__ = ["Format", "settle_claims"]
+
+#: ``read(path, *, hints) -> RawLog``; a text format's also takes ``claims=`` (see Format).
+Reader = Callable[..., RawLog]
+
+
+@dataclass(frozen=True)
+class Format:
+    """A log format: what it reads, where it looks, and how the loader treats what it read."""
+
+    #: As in ``--source NAME`` and the JSON ``format``; the registry key.
+    name: str
+    #: One line: what is read and where it is looked for (the no-logs error lists it).
+    describe: str
+    #: ``read(path, *, hints=None) -> RawLog``: every point of every leg and the facts the log
+    #: states, never a guessed batch size. ``hints`` are the values of the facts the user stated
+    #: (``--set``, ``runcompare.toml``) by name, for formats that need one to be read at all
+    #: (``step_metric`` for W&B, ``logging_steps`` for Trainer stdout, ``pattern``). A text
+    #: format's ``read`` also takes ``claims=``: the claims the registry settled for it.
+    read: Reader
+    #: ``files(path) -> list[Path]``: the files ``read`` would read (the cache checks them;
+    #: :meth:`finds` asks whether there are any). None for a text format: its files are the
+    #: logs at ``path`` that its settled ``claims`` accept.
+    files: Callable[[Path], list[Path]] | None = None
+    #: Text formats: ``claims(head) -> bool``, whether a log's first bytes are this format's.
+    claims: Callable[[str], bool] | None = None
+    #: ``sniff(path) -> bool``, a test cheaper than listing the files, where there is one.
+    sniff: Callable[[Path], bool] | None = None
+    #: ``expand(path) -> list[Path]``: the run roots under ``path``, for a format whose logs can
+    #: hold several runs under one path (a TensorBoard logdir, a ``wandb/`` folder).
+    expand: Callable[[Path], list[Path]] | None = None
+    #: ``virtual(path) -> bool``: whether ``path`` is a run root that is not on disk (a run
+    #: inside a database or an export file, ``<db>/<run_id>``).
+    virtual: Callable[[Path], bool] | None = None
+    #: Reads a configuration beside the logs: facts only, never the points of a run.
+    facts_only: bool = False
+    #: Values come from printed text (rounded): a structured source of the same run wins.
+    printed: bool = False
+
+    def __post_init__(self) -> None:
+        if (self.files is None) == (self.claims is None):
+            raise TypeError(f"format {self.name!r}: give either files or claims (a text format)")
+
+    def files_at(self, path: Path) -> list[Path]:
+        """The files :meth:`read_at` would read at ``path``."""
+        if self.files is not None:
+            return self.files(path)
+        assert self.claims is not None
+        return log_files(path, self.claims)
+
+    def finds(self, path: Path) -> bool:
+        """Whether this format finds logs at ``path``: ``sniff`` where there is one, else
+        whether :meth:`files_at` lists any."""
+        return self.sniff(path) if self.sniff is not None else bool(self.files_at(path))
+
+    def read_at(self, path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
+        """What the format reads at ``path``, stamped with its name."""
+        extra: dict[str, Any] = {} if self.claims is None else {"claims": self.claims}
+        raw = self.read(path, hints=hints, **extra)
+        raw.source = self.name
+        return raw
+
+
+def settle_claims(formats: Sequence[Format]) -> list[Format]:
+    """``formats`` with each text format's claims narrowed to the logs that no text format
+    before it claims: a file is the first claimant's, in this order.
+
+    >>> a = Format("a", "", read=print, claims=lambda h: "x" in h)
+    >>> b = Format("b", "", read=print, claims=lambda h: "y" in h)
+    >>> [f.claims("xy") for f in settle_claims([a, b])], settle_claims([a, b])[1].claims("y")
+    ([True, False], True)
+    """
+    settled: list[Format] = []
+    earlier: list[Callable[[str], bool]] = []
+    for fmt in formats:
+        if fmt.claims is None:
+            settled.append(fmt)
+            continue
+        own, before = fmt.claims, tuple(earlier)
+        settled.append(replace(fmt, claims=lambda text, own=own, before=before:
+                               own(text) and not any(other(text) for other in before)))
+        earlier.append(own)
+    return settled
+
