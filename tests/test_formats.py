@@ -1,0 +1,74 @@
+"""Every registered format, from the registry: its name, its own test data and nobody else's,
+``--source NAME``, and the one line the no-logs error lists for it."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from runcompare.sources import FORMATS, REGISTRY
+
+from .conftest import DATA, ROOT, SAMPLES
+
+#: One real log of each format, which no other format claims.
+OWN = {
+    "hf-trainer": DATA / "hf_v4_accum4" / "trainer_state.json",
+    "tensorboard": DATA / "tensorboard" / "tf2",
+    "wandb": DATA / "wandb" / "project" / "wandb" / "offline-run-20261129_101033-gb77sxtq",
+    "wandb-export": DATA / "wandb_export" / "ui" / "by_step" / "train_loss.csv",
+    "lightning": DATA / "lightning" / "lightning_logs" / "version_0",
+    "mlflow": DATA / "mlflow" / "sqlite" / "mlflow.db",
+    "axolotl": DATA / "axolotl" / "axolotl.yml",
+    "hf-stdout": SAMPLES / "attn" / "train.log",
+    "megatron": DATA / "text" / "megatron_ramp" / "train.log",
+    "nanogpt": DATA / "text" / "nanogpt" / "train.log",
+    "torchtitan": DATA / "text" / "torchtitan" / "train.log",
+    "jsonl": DATA / "jsonl" / "plain" / "metrics.jsonl",
+    "text": DATA / "text" / "kv" / "train.log",
+}
+
+
+def test_every_format_has_test_data_here():
+    assert set(OWN) == set(REGISTRY)
+
+
+@pytest.mark.parametrize("name", list(REGISTRY))
+def test_the_registry_key_is_the_formats_own_name(name):
+    assert REGISTRY[name].name == name
+    assert [fmt.name for fmt in FORMATS] == list(REGISTRY)
+
+
+@pytest.mark.parametrize("name", list(REGISTRY))
+def test_it_finds_its_own_data_and_nobody_elses(name):
+    assert REGISTRY[name].finds(OWN[name])
+    others = [other for other, path in OWN.items() if other != name and REGISTRY[name].finds(path)]
+    assert others == []
+
+
+@pytest.mark.parametrize("name", [n for n in REGISTRY if not REGISTRY[n].facts_only])
+def test_source_name_reads_it_and_json_says_that_name(cli, name):
+    run = cli.json("inspect", OWN[name], "--source", name, "--no-cache")
+    runs = run if isinstance(run, list) else [run]
+    assert {r["format"] for r in runs} == {name} and all(r["points"] > 0 for r in runs)
+
+
+def test_a_facts_only_format_read_alone_says_it_found_no_points(cli):
+    result = cli("inspect", OWN["axolotl"], "--source", "axolotl")
+    assert result.exit_code == 1 and "only a configuration (axolotl)" in result.stderr
+
+
+def test_the_no_logs_error_lists_each_formats_one_line(cli, tmp_path):
+    (tmp_path / "notes.txt").write_text("nothing to see\n")
+    result = cli("inspect", tmp_path)
+    assert result.exit_code == 1
+    for fmt in FORMATS:
+        assert "\n" not in fmt.describe and "``" not in fmt.describe
+        assert f"{fmt.name}: {fmt.describe}" in result.stderr
+
+
+def test_the_readme_names_every_format():
+    """Renaming a format in its module alone fails here: users type the names the README shows."""
+    table = (ROOT / "README.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"^\| `([a-z-]+)`(?:, `([a-z-]+)`)? \|", table, re.MULTILINE))
+    assert {name for pair in named for name in pair if name} == set(REGISTRY)
