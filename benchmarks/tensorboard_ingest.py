@@ -46,8 +46,8 @@ writer.close()
 READERS = {
     "runcompare read": (
         ("from pathlib import Path\nfrom runcompare.cache import read_cached\n"
-         "from runcompare.sources import tensorboard"),
-        "read_cached('tensorboard', tensorboard, Path(path)).points"),
+         "from runcompare.sources import REGISTRY"),
+        "read_cached(REGISTRY['tensorboard'], Path(path)).points"),
     "runcompare.load": ("import runcompare",
                         "runcompare.load(path, source='tensorboard').scalars.height"),
     "tbparse": ("from tbparse import SummaryReader", "len(SummaryReader(path).scalars)"),

@@ -7,19 +7,28 @@ million Python calls. Lanes whose bytes break the wire format are flagged ``bad`
 decides what to do with them (TensorBoard's reader reports them as damaged).
 
 Only what event files need is here: varints, fixed 32/64-bit fields, length-delimited fields
-(kept as byte spans), and one repeated message field per walk returned as rows.
+(kept as byte spans), and one repeated message field per walk returned as rows. Beside it, the
+same wire format one message at a time in Python (:func:`varint_at`, :func:`fields`,
+:func:`skip_field`), for small messages of many kinds (W&B's run, config and summary records),
+which raise :class:`ProtoError` on malformed bytes.
+
+Wire format: a field is a varint key ``number << 3 | wire_type`` then a value: varint (type 0),
+8 bytes (1), length-prefixed bytes (2) or 4 bytes (5).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import polars as pl
 
 from .tfrecord import read_at
 
-__all__ = ["Column", "Walk", "group_spans", "varint", "walk"]
+__all__ = ["Column", "ProtoError", "Walk", "fields", "group_spans", "skip_field", "varint",
+           "varint_at", "walk"]
 
 _WIDTH = {1: 8, 5: 4}
 
@@ -318,3 +327,64 @@ def _group_slow(buf: np.ndarray, start: np.ndarray,
     for i, (s, n) in enumerate(zip(start.tolist(), length.tolist())):
         codes[i] = index.setdefault(buf[s:s + n].tobytes(), len(index))
     return codes, list(index)
+
+
+# -- one message at a time -------------------------------------------------------------
+
+class ProtoError(ValueError):
+    """Bytes that are not a well-formed protobuf message."""
+
+
+def varint_at(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+    """The varint at ``pos`` and the position after it."""
+    result = shift = 0
+    while pos < end:
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise ProtoError(f"varint longer than 10 bytes at byte {pos}")
+    raise ProtoError(f"truncated varint at byte {pos}")
+
+
+def fields(buf: bytes, pos: int = 0, end: int | None = None) -> Iterator[tuple[int, int, Any]]:
+    """``(number, wire_type, value)`` of each field: an int, or bytes for wire type 2.
+
+    >>> list(fields(bytes([0x08, 0x96, 0x01, 0x12, 0x02]) + b"hi"))
+    [(1, 0, 150), (2, 2, b'hi')]
+    """
+    end = len(buf) if end is None else end
+    while pos < end:
+        key, pos = varint_at(buf, pos, end)
+        number, wire = key >> 3, key & 7
+        if number == 0:
+            raise ProtoError(f"field number 0 at byte {pos}")
+        if wire == 0:
+            value, pos = varint_at(buf, pos, end)
+        elif wire == 2:
+            length, pos = varint_at(buf, pos, end)
+            if pos + length > end:
+                raise ProtoError(f"field {number} runs past its message ({length} bytes)")
+            value, pos = buf[pos:pos + length], pos + length
+        else:
+            after = skip_field(buf, pos, end, number, wire)
+            value, pos = int.from_bytes(buf[pos:after], "little"), after
+        yield number, wire, value
+
+
+def skip_field(buf: bytes, pos: int, end: int, number: int, wire: int) -> int:
+    """The position after the value of a field whose key ended at ``pos``."""
+    if wire == 0:
+        return varint_at(buf, pos, end)[1]
+    if wire == 2:
+        length, pos = varint_at(buf, pos, end)
+    elif wire in (1, 5):
+        length = 8 if wire == 1 else 4
+    else:
+        raise ProtoError(f"unsupported wire type {wire} (field {number})")
+    if pos + length > end:
+        raise ProtoError(f"field {number} runs past its message ({length} bytes)")
+    return pos + length

@@ -26,8 +26,9 @@ import numpy as np
 import polars as pl
 
 from ..codecs.files import Buffer
+from ..codecs.protowire import ProtoError, varint
 from ..codecs.strings import CHUNK, string_columns
-from ._wandb_proto import ONEOF, ProtoError, history_items
+from ._wandb_proto import ONEOF, history_items
 
 __all__ = ["HISTORY_SCHEMA", "decode_history", "record_types", "with_values"]
 
@@ -169,15 +170,13 @@ def _skip_varints(buf: np.ndarray, pos: np.ndarray, where: np.ndarray, ends: np.
                   longest: int) -> tuple[np.ndarray, np.ndarray]:
     """Positions after the varints at ``pos`` (where ``where``; others stay), and a mask of
     those longer than ``longest`` bytes or running past ``ends``."""
-    last = len(buf) - 1
-    going = where.copy()
-    for _ in range(longest):
-        if not going.any():
-            break
-        more = buf[np.minimum(pos, last)] >= 0x80
-        pos = pos + going
-        going &= more
-    return pos, going | (where & (pos > ends))
+    at = pos[where]
+    _, after = varint(buf, at)
+    pos = pos.copy()
+    pos[where] = np.minimum(after, len(buf))
+    bad = np.zeros(len(pos), bool)
+    bad[where] = (after - at > longest) | (after > ends[where])
+    return pos, bad
 
 
 def _walk_types(buf: np.ndarray, starts: np.ndarray,
@@ -207,25 +206,9 @@ def _walk_types(buf: np.ndarray, starts: np.ndarray,
 
 def _varints(buf: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Values of the varints at positions ``at``, the positions after them, and a mask of
-    those longer than 5 bytes (never a valid length here). One-byte varints, nearly all of
-    them, cost one gather."""
-    last = len(buf) - 1
-    value = buf[np.minimum(at, last)].astype(np.int64)
-    longer = np.flatnonzero(value >= 0x80)
-    too_long = np.zeros(len(at), bool)
-    if not longer.size:
-        return value, at + 1, too_long
-    size = np.ones(len(at), np.int64)
-    part = value[longer] & 0x7F
-    more = np.ones(len(longer), bool)
-    for k in range(1, 5):
-        byte = buf[np.minimum(at[longer] + k, last)].astype(np.int64)
-        part |= np.where(more, (byte & 0x7F) << (7 * k), 0)
-        size[longer] += more
-        more &= byte >= 0x80
-    value[longer] = part
-    too_long[longer] = more
-    return value, at + size, too_long
+    those longer than 5 bytes (never a valid length here) or running past ``buf``."""
+    value, after = varint(buf, at)
+    return value.astype(np.int64), after, (after - at > 5) | (after > len(buf))
 
 
 def _field(buf: np.ndarray, at: np.ndarray,

@@ -1,11 +1,9 @@
-"""A small protobuf wire-format decoder for the W&B ``Record`` fields runcompare needs.
+"""The W&B ``Record`` fields runcompare needs, decoded one message at a time with the wire
+format of :mod:`~runcompare.sources.codecs.protowire` (:func:`fields`).
 
 Field numbers are those of ``wandb_internal.proto`` (FORMATS.md §3); nothing here imports the
 wandb package or protobuf. Unknown fields are skipped, so newer writers still decode. Every
 function raises :class:`ProtoError` (and nothing else) on malformed bytes.
-
-Wire format: a field is a varint key ``number << 3 | wire_type`` then a value: varint (type 0),
-8 bytes (1), length-prefixed bytes (2) or 4 bytes (5).
 """
 
 from __future__ import annotations
@@ -13,20 +11,19 @@ from __future__ import annotations
 import json
 import math
 import struct
-from collections.abc import Iterator
 from typing import Any
+
+from ..codecs.protowire import ProtoError, fields, skip_field, varint_at
 
 __all__ = [
     "KINDS",
     "ONEOF",
-    "ProtoError",
     "decode_environment",
     "decode_exit",
     "decode_items",
     "decode_metric",
     "decode_output",
     "decode_run",
-    "fields",
     "history_items",
     "record_kind",
 ]
@@ -40,83 +37,24 @@ ONEOF = frozenset(range(2, 14)) | (frozenset(range(17, 28)) - {19}) | {100}
 _double = struct.Struct("<d").unpack_from
 
 
-class ProtoError(ValueError):
-    """Bytes that are not a well-formed protobuf message."""
-
-
-def _varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
-    """The varint at ``pos`` and the position after it."""
-    result = shift = 0
-    while pos < end:
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise ProtoError(f"varint longer than 10 bytes at byte {pos}")
-    raise ProtoError(f"truncated varint at byte {pos}")
-
-
-def fields(buf: bytes, pos: int = 0, end: int | None = None) -> Iterator[tuple[int, int, Any]]:
-    """``(number, wire_type, value)`` of each field: an int, or bytes for wire type 2.
-
-    >>> list(fields(bytes([0x08, 0x96, 0x01, 0x12, 0x02]) + b"hi"))
-    [(1, 0, 150), (2, 2, b'hi')]
-    """
-    end = len(buf) if end is None else end
-    while pos < end:
-        key, pos = _varint(buf, pos, end)
-        number, wire = key >> 3, key & 7
-        if number == 0:
-            raise ProtoError(f"field number 0 at byte {pos}")
-        if wire == 0:
-            value, pos = _varint(buf, pos, end)
-        elif wire == 2:
-            length, pos = _varint(buf, pos, end)
-            if pos + length > end:
-                raise ProtoError(f"field {number} runs past its message ({length} bytes)")
-            value, pos = buf[pos:pos + length], pos + length
-        else:
-            after = _skip(buf, pos, end, number, wire)
-            value, pos = int.from_bytes(buf[pos:after], "little"), after
-        yield number, wire, value
-
-
 def record_kind(payload: bytes) -> tuple[int, bytes, int, int] | None:
     """The Record's ``record_type`` field number, body, and the body's span in ``payload``;
     None when it has none."""
     pos, end = 0, len(payload)
     while pos < end:
-        key, pos = _varint(payload, pos, end)
+        key, pos = varint_at(payload, pos, end)
         number, wire = key >> 3, key & 7
         if number in ONEOF:
             if wire != 2:
                 raise ProtoError(f"record field {number} is not a message")
-            length, pos = _varint(payload, pos, end)
+            length, pos = varint_at(payload, pos, end)
             if pos + length > end:
                 raise ProtoError(f"record field {number} runs past the record")
             return number, payload[pos:pos + length], pos, pos + length
         if number == 0:
             raise ProtoError(f"field number 0 at byte {pos}")
-        pos = _skip(payload, pos, end, number, wire)
+        pos = skip_field(payload, pos, end, number, wire)
     return None
-
-
-def _skip(buf: bytes, pos: int, end: int, number: int, wire: int) -> int:
-    """The position after the value of a field whose key ended at ``pos``."""
-    if wire == 0:
-        return _varint(buf, pos, end)[1]
-    if wire == 2:
-        length, pos = _varint(buf, pos, end)
-    elif wire in (1, 5):
-        length = 8 if wire == 1 else 4
-    else:
-        raise ProtoError(f"unsupported wire type {wire} (field {number})")
-    if pos + length > end:
-        raise ProtoError(f"field {number} runs past its message ({length} bytes)")
-    return pos + length
 
 
 def _text(value: Any) -> str:

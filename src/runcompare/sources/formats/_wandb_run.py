@@ -24,10 +24,10 @@ from ...errors import InputError
 from ...model import Finding
 from ..codecs.files import read_file
 from ..codecs.leveldb import HeaderError, read_records
+from ..codecs.protowire import ProtoError
 from ._wandb_history import HISTORY_SCHEMA, decode_history, record_types
 from ._wandb_proto import (
     KINDS,
-    ProtoError,
     decode_environment,
     decode_exit,
     decode_items,
