@@ -108,7 +108,7 @@ def test_set_for_a_run_that_is_not_there(cli):
 
 
 def test_unknown_axis_is_a_usage_error(cli):
-    _fails(cli(*RUNS, "--x", "flops"), 2, "unknown axis 'flops'")
+    _fails(cli(*RUNS, "--x", "parameters"), 2, "unknown axis 'parameters'")
 
 
 def test_corrupt_trainer_state_exits_1_with_file_and_position(cli, tmp_path):
