@@ -125,8 +125,8 @@ def _errors(command: F) -> F:
 def compare(
     runs: Annotated[list[Path], typer.Argument(help="Run folders or log files.")],
     x: Annotated[str | None, typer.Option(
-        "--x", help="Axis: step, micro_step, samples, tokens, epoch or elapsed "
-        "(default: tokens, else samples, else step).")] = None,
+        "--x", help="Axis: step, micro_step, samples, tokens, epoch, elapsed, flops or "
+        "device_hours (default: tokens, else samples, else step).")] = None,
     metric: Annotated[list[str] | None, typer.Option(
         "--metric", help="Metric to compare (repeatable; default: all shared).")] = None,
     settings: Settings = None,
@@ -151,7 +151,8 @@ def compare(
     config: ConfigOpt = None,
     pattern: PatternOpt = None,
 ) -> None:
-    """Compare runs: batch hierarchy, summary of the main metric, findings, HTML report."""
+    """Compare runs: the verdict first, then batch hierarchy, summary, totals, findings; and
+    the HTML report."""
     loaded = _load(runs, source, settings, duplicates, no_cache, config, pattern)
     comparison = compare_runs(loaded, x=x, metrics=metric or None, smooth=smooth, target=target,
                               groups=parse_groups(group or (), loaded) or None)
@@ -161,7 +162,8 @@ def compare(
     if formats:
         write_figures(comparison, report_path.with_suffix(""), formats=formats)
     if as_json:
-        typer.echo(json.dumps(comparison.to_json(), indent=2, allow_nan=True))
+        typer.echo(json.dumps(comparison.to_json(report=str(report) if report else None),
+                              indent=2, allow_nan=True))
     else:
         print_comparison(comparison, _console(), report=str(report) if report else None)
 
