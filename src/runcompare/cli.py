@@ -20,6 +20,7 @@ from .analysis import compare as compare_runs
 from .analysis.groups import parse_groups
 from .batch import plan_batch
 from .errors import RuncompareError
+from .export import TB_STEP_UNITS
 from .export import export as export_runs
 from .load import load_many
 from .model import Run
@@ -233,7 +234,8 @@ def export(
         "--format", help="parquet, csv, jsonl or tensorboard (default: from the output's "
         "suffix, else parquet).")] = None,
     x: Annotated[str | None, typer.Option(
-        "--x", help="TensorBoard step: tokens (default), samples, micro_step or step.")] = None,
+        "--x", help="TensorBoard step: tokens (default), samples, micro_step, step, flops or "
+        "device_hours (written as device-seconds).")] = None,
     force: Annotated[bool, typer.Option(
         "--force", help="Replace an earlier export at the output path.")] = False,
     settings: Settings = None,
@@ -246,8 +248,9 @@ def export(
     """Write every point of the runs as a parquet dataset, CSV, JSON lines or TensorBoard events."""
     loaded = _load(runs, source, settings, duplicates, no_cache, config, pattern)
     done = export_runs(loaded, output, format=fmt, x=x, force=force)
+    unit = f"; each step is {TB_STEP_UNITS[x]}" if x in TB_STEP_UNITS else ""
     typer.echo(f"wrote {done.points:,} points of {done.runs} run(s) as {done.format} to "
-               f"{done.path} ({len(done.files)} file(s))")
+               f"{done.path} ({len(done.files)} file(s)){unit}")
 
 
 def main() -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..audit import AXIS_QUESTIONS
 from ..display import fmt
 from ..model import Finding
 from .kinds import is_eval
@@ -22,18 +23,6 @@ if TYPE_CHECKING:
     from .verdict import _Arm, _Parts
 
 __all__ = ["AXIS_QUESTIONS", "compose", "fairness_phrases", "ratio", "seconds"]
-
-#: What each axis answers.
-AXIS_QUESTIONS = {
-    "tokens": "data efficiency: quality per token trained on",
-    "samples": "data efficiency: quality per sequence trained on",
-    "flops": "compute efficiency: quality per training FLOP",
-    "device_hours": "cost on this hardware: quality per device-hour",
-    "elapsed": "cost on this hardware: quality per second of wall-clock",
-    "step": "quality per optimizer update",
-    "micro_step": "quality per forward-backward pass",
-    "epoch": "quality per pass over the data",
-}
 
 #: The audit's warnings in a few words each (a finding's own message otherwise).
 _PHRASES = {

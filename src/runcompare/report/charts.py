@@ -28,7 +28,8 @@ MAX_POINTS = 2_000
 
 #: Axes the page can switch between, with their labels.
 AXIS_LABELS = {"step": "optimizer step", "micro_step": "micro-step", "samples": "samples",
-               "tokens": "tokens", "epoch": "epoch", "elapsed": "elapsed seconds"}
+               "tokens": "tokens", "epoch": "epoch", "elapsed": "elapsed seconds",
+               "flops": "training FLOPs", "device_hours": "device-hours"}
 
 
 def downsample(values: np.ndarray, limit: int = MAX_POINTS) -> np.ndarray:
@@ -54,7 +55,10 @@ def downsample(values: np.ndarray, limit: int = MAX_POINTS) -> np.ndarray:
 
 
 def drawing_smoothing(comparison: Comparison) -> Smoothing:
-    """The comparison's smoothing, else an x-aware EMA with a half-life of 2% of the range."""
+    """The comparison's smoothing, else an x-aware EMA with a half-life of 2% of the range
+    (the curve on which training metrics cross their targets, ``comparison.curve``)."""
+    if comparison.curve is not None:
+        return comparison.curve
     if comparison.smoothing is not None:
         return comparison.smoothing
     xs = pl.concat([r.scalars.get_column(comparison.x).cast(pl.Float64) for r in comparison.runs])
