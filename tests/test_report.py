@@ -12,7 +12,7 @@ import pytest
 import runcompare as rc
 from runcompare.report.html import render_report
 
-from .conftest import DATA, SAMPLES
+from .conftest import SAMPLES
 
 
 def _comparison(*paths, **kwargs):

@@ -234,6 +234,13 @@ _SCRIPT = """
     .replace(/>/g, "&gt;");
   const select = document.getElementById("rc-axis");
   const all = data.charts.concat(data.lr ? [data.lr] : []);
+  for (const chart of all) {
+    for (const t of chart.traces) {
+      for (const [axis, [base, factor]] of Object.entries(t.derived || {})) {
+        t.x[axis] = t.x[base].map(v => v === null ? null : v * factor);
+      }
+    }
+  }
   const shared = Object.keys(data.axes).filter(a => data.charts.every(
     c => c.traces.every(t => a in t.x)));
   for (const axis of shared) {
