@@ -24,6 +24,7 @@ def make_run(i: int, points: int) -> Run:
         "micro_step": step * 2, "samples": step * global_batch,
         "tokens": step * global_batch * 1024, "epoch": step / 1e4,
         "wall_time": 1.7e9 + step * 0.5, "elapsed": step * 0.5,
+        "flops": step * global_batch * 1024 * 6e6, "device_hours": step * 0.5 / 3600,
     }, schema=SCALAR_SCHEMA)
     batch = BatchConfig(global_batch=Fact(global_batch, "bench"), seq_len=Fact(1024, "bench"),
                         tokens_per_step=Fact(global_batch * 1024, "bench"),

@@ -21,6 +21,10 @@ learning rate 3e-3, ``report_to=["tensorboard", "wandb"]`` with W&B offline):
                             4 x 2 accum x world 2 = 16, max_steps 30
   tests/data/hf_tokens/     Llama, 2 x 8 = 16, max_steps 30, include_num_input_tokens_seen="all"
   tests/data/hf_global32/   Llama, 4 x 8 = 32, max_steps 30
+  tests/data/hf_seeds/      two seed groups of three runs each: Llama, 2 x 8 = 16, max_steps 40,
+                            logging_steps 2, eval every 10, report_to=["tensorboard"];
+                            lr3e-3_seed{1,2,3} (learning rate 3e-3) and lr1e-3_seed{1,2,3}
+                            (1e-3), seeds 1, 2, 3 (model init and data order)
   tests/data/hf_v4_accum4/  Llama, 4 x 4 = 16, max_steps 30, trained with transformers 4.45.2
                             (before the 4.46 change to loss normalisation under gradient
                             accumulation) under the Python of another venv, OLD_TF_PYTHON;
@@ -115,6 +119,10 @@ RUNS = [
     Run("hf_global32", "tests/data/hf_global32", "llama", 4, 8, 30, 5, 10, 30),
     Run("hf_v4_accum4", "tests/data/hf_v4_accum4", "llama", 4, 4, 30, 5, 10, 30,
         report_to="tensorboard", python=OLD_TF_PYTHON),
+    *(Run(f"lr{lr}_seed{seed}", f"tests/data/hf_seeds/lr{lr}_seed{seed}", "llama", 2, 8, 40, 2,
+          10, 40, report_to="tensorboard",
+          extra=["--learning-rate", lr, "--seed", str(seed)])
+      for lr in ("3e-3", "1e-3") for seed in (1, 2, 3)),
 ]
 
 # Files that are model weights or large binary training state (or tokenizer files).

@@ -62,6 +62,12 @@ def test_compare_summary_on_real_runs():
         assert rows[run.name]["at_common_budget"] == pytest.approx(evals["value"][-1])
     worst = max(r["final"] for r in rows.values())
     for run in (mamba, attn):
+        # the crossing of the target, interpolated between the raw evals around it
         evals = run.frame(x="tokens").filter(metric="eval/loss").sort("x")
-        first = evals.filter(evals["value"] <= worst)["x"][0]
-        assert rows[run.name]["x_to_target"] == first
+        xs, values = evals["x"].to_list(), evals["value"].to_list()
+        i = next(i for i, v in enumerate(values) if v <= worst)
+        share = (worst - values[i - 1]) / (values[i] - values[i - 1])
+        assert rows[run.name]["x_to_target"] == pytest.approx(xs[i - 1] + share * (xs[i] - xs[i - 1]))
+        assert rows[run.name]["curve"] == "raw"
+    assert rows["attn"]["x_to_target"] == 102_400  # attn's final value is the target
+    assert 99_800 < rows["mamba"]["x_to_target"] < 99_950  # not the logged 102,400

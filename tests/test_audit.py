@@ -24,8 +24,20 @@ def mismatched():
 
 @pytest.mark.parametrize("x", ["step", "samples", "tokens"])
 def test_matched_runs_raise_nothing(samples, x):
-    assert audit(samples, x=x) == []
+    # nothing but which question the axis answers
+    assert [f.code for f in audit(samples, x=x)] == ["axis-question"]
     assert propose_axis(samples) == "tokens"
+
+
+@pytest.mark.parametrize(("x", "question"), [
+    ("tokens", "data efficiency"), ("samples", "data efficiency"),
+    ("flops", "compute efficiency"), ("device_hours", "cost on this hardware"),
+    ("elapsed", "cost on this hardware")])
+def test_the_audit_says_which_question_the_axis_answers(samples, x, question):
+    finding = next(f for f in audit(samples, x=x) if f.code == "axis-question")
+    assert finding.level == "info"
+    assert finding.message.startswith(f"compared on {x}, which answers {question}")
+    assert "flops compute efficiency" in finding.message
 
 
 def test_steps_with_different_global_batches(mismatched):

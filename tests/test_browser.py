@@ -79,6 +79,20 @@ def test_axis_switch_changes_the_x_data(page):
     page.select_option("#rc-axis", "tokens")
 
 
+def test_axis_switch_reaches_flops_and_device_hours(page):
+    mamba = rc.load(SAMPLES / "mamba")
+    before = page.evaluate("() => document.getElementById('chart-0').data[1].x")
+    for axis, title, run in (("flops", "training FLOPs", mamba),
+                             ("device_hours", "device-hours", mamba)):
+        page.select_option("#rc-axis", axis)
+        page.wait_for_function(
+            f"document.getElementById('chart-0').layout.xaxis.title.text === '{title}'")
+        drawn = page.evaluate("() => document.getElementById('chart-0').data[1].x")
+        expected = run.frame(x=axis).filter(metric="eval/loss").sort("step")["x"].to_list()
+        assert drawn == pytest.approx(expected, rel=1e-6) and len(drawn) == len(before)
+    page.select_option("#rc-axis", "tokens")
+
+
 def test_screenshot_is_not_blank(page):
     pixels = _decode_png(page.screenshot(full_page=False))
     assert len(set(pixels)) > 20  # many distinct colours, not a blank page

@@ -19,7 +19,9 @@ def test_compare_is_the_default_command_and_writes_the_report(cli, tmp_path):
 
 def test_compare_json_contract(cli, tmp_path):
     out = cli.json(*RUNS, "--x", "tokens", "-o", tmp_path / "r.html")
-    assert set(out) == {"x", "runs", "summary", "findings"} and out["x"] == "tokens"
+    assert set(out) == {"x", "runs", "summary", "totals", "findings", "verdict", "throughput",
+                        "report"} and out["x"] == "tokens"
+    assert out["report"] == str(tmp_path / "r.html")
     runs = {run["name"]: run for run in out["runs"]}
     assert set(runs) == {"mamba", "attn"}
     for run in runs.values():
@@ -108,7 +110,7 @@ def test_set_for_a_run_that_is_not_there(cli):
 
 
 def test_unknown_axis_is_a_usage_error(cli):
-    _fails(cli(*RUNS, "--x", "flops"), 2, "unknown axis 'flops'")
+    _fails(cli(*RUNS, "--x", "parameters"), 2, "unknown axis 'parameters'")
 
 
 def test_corrupt_trainer_state_exits_1_with_file_and_position(cli, tmp_path):

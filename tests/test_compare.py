@@ -44,14 +44,33 @@ def test_group_band_holds_mean_and_n(runs):
     assert band["min"].item() == values.min() and band["max"].item() == values.max()
 
 
-def test_speedup_is_the_first_runs_x_to_target_over_each_runs(runs):
-    result = rc.compare(runs[:2], x="tokens", metrics=["train/loss"], target=3.0)
+def _tb_ema(values, weight):
+    out, last = [], 0.0
+    for i, v in enumerate(values, 1):
+        last = last * weight + (1 - weight) * v
+        out.append(last / (1 - weight ** i))
+    return out
+
+
+def test_speedup_is_the_ratio_of_crossings_of_the_smoothed_curve(runs):
+    result = rc.compare(runs[:2], x="tokens", metrics=["train/loss"], target=3.0,
+                        smooth="tb:0.6")
     rows = {r["run"]: r for r in result.summary.iter_rows(named=True)}
     first = rows["mamba"]["x_to_target"]
     assert rows["attn"]["speedup"] == pytest.approx(first / rows["attn"]["x_to_target"])
     for run in runs[:2]:
         loss = run.frame("tokens").filter(metric="train/loss").sort("x")
-        assert rows[run.name]["x_to_target"] == loss.filter(pl.col("value") <= 3.0)["x"][0]
+        xs, smoothed = loss["x"].to_list(), _tb_ema(loss["value"].to_list(), 0.6)
+        elapsed = loss["elapsed"].to_list()
+        i = next(i for i, v in enumerate(smoothed) if v <= 3.0)
+        share = (3.0 - smoothed[i - 1]) / (smoothed[i] - smoothed[i - 1])
+        row = rows[run.name]
+        assert row["curve"] == "smoothed" and 0 < share < 1
+        assert row["x_to_target"] == pytest.approx(xs[i - 1] + share * (xs[i] - xs[i - 1]))
+        assert row["elapsed_to_target"] == pytest.approx(
+            elapsed[i - 1] + share * (elapsed[i] - elapsed[i - 1]))
+    assert rows["attn"]["elapsed_speedup"] == pytest.approx(
+        rows["mamba"]["elapsed_to_target"] / rows["attn"]["elapsed_to_target"])
 
 
 def test_throughput_from_the_trainers_final_rates(runs):

@@ -120,7 +120,7 @@ def test_duckdb_reads_the_dataset_directly(runs, tmp_path):
                           "hive_partitioning=true)")
     assert [str(t) for t in relation.types] == ["VARCHAR", "VARCHAR", "DOUBLE", "BIGINT",
                                                 "BIGINT", "BIGINT", "BIGINT", "DOUBLE",
-                                                "DOUBLE", "DOUBLE"]
+                                                "DOUBLE", "DOUBLE", "DOUBLE", "DOUBLE"]
     read = pl.DataFrame(relation.fetchall(), schema=SCALAR_SCHEMA, orient="row")
     assert_same_points(read, named)
 

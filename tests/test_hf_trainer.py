@@ -156,7 +156,7 @@ def test_input_files_are_not_modified(tmp_path):
 def test_frame_columns_are_the_design_columns():
     frame = rc.load(SAMPLES / "attn").frame(x="samples")
     assert frame.columns == ["run", "metric", "value", "step", "micro_step", "samples", "tokens",
-                             "epoch", "wall_time", "elapsed", "x"]
+                             "epoch", "wall_time", "elapsed", "flops", "device_hours", "x"]
     assert frame.schema["step"] == pl.Int64 and frame.schema["epoch"] == pl.Float64
     assert frame.filter(metric="train/loss", step=100)["epoch"].item() == pytest.approx(
         next(e for e in _history(SAMPLES / "attn") if e.get("step") == 100)["epoch"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import shutil
@@ -11,7 +12,7 @@ import pytest
 import runcompare as rc
 from runcompare.report.html import render_report
 
-from .conftest import DATA, SAMPLES
+from .conftest import SAMPLES
 
 
 def _comparison(*paths, **kwargs):
@@ -77,21 +78,17 @@ def test_long_traces_are_reduced_for_drawing_keeping_extremes():
     assert (np.diff(keep) > 0).all()  # in order, no repeats
 
 
-def test_verdict_names_the_first_run_to_the_target_and_the_fairness():
-    from runcompare.report.verdict import verdict
-
-    runs = rc.load_many([SAMPLES / "attn", DATA / "hf_global32"],
-                        settings=["hf_global32:seq_len=64"])
-    fair = rc.compare(runs, x="tokens", metrics=["train/loss"], target=4.5)
-    rows = fair.summary.sort("x_to_target")
-    first, second = rows.row(0, named=True), rows.row(1, named=True)
-    text = verdict(fair)
-    assert text.startswith(f"{first['run']} reaches train/loss ≤ 4.5 first, after "
-                           f"{first['x_to_target']:,.0f} tokens: "
-                           f"{second['x_to_target'] / first['x_to_target']:.2f}× sooner than "
-                           f"{second['run']}")
-    assert "Not a fair comparison as it stands" in text and "lr-not-rescaled" in text
-    on_steps = verdict(rc.compare(runs, x="step", metrics=["train/loss"], target=4.5))
-    assert "global-batch-mismatch" in on_steps
-    matched = verdict(rc.compare(rc.load_many([SAMPLES / "mamba", SAMPLES / "attn"])))
-    assert matched.endswith("No fairness warnings: tokens is a fair axis for these runs.")
+def test_the_headline_is_the_verdict_and_the_totals_are_a_table_not_charts():
+    comparison = _comparison(SAMPLES / "mamba", SAMPLES / "attn", x="tokens")
+    page = render_report(comparison)
+    headline = re.search(r'<p id="rc-verdict" class="verdict">(.*?)</p>', page).group(1)
+    assert headline == html.escape(str(comparison), quote=True)
+    assert "0.017 (0.8%)" in headline and "7.9× less for attn" in headline
+    drawn = {c["metric"] for c in _data(page)["charts"]} | {_data(page)["lr"]["metric"]}
+    totals = {"train/train_runtime", "train/train_samples_per_second",
+              "train/train_steps_per_second", "train/total_flos", "train/train_loss"}
+    assert not drawn & totals
+    assert set(comparison.totals["metric"]) == totals
+    table = page[page.index("<h2>End-of-run totals</h2>"):]
+    assert "<th>train/train_runtime</th><td>78.49</td><td>10.73</td>" in table
+    assert page.count("<h2>Schedules and diagnostics</h2>") == 1

@@ -12,6 +12,9 @@ Each finding has a stable code, says what it means for the conclusion and how to
 - ``loss-normalisation-changed``  transformers before 4.46 (the October 2024 gradient-accumulation
                              loss fix) with accumulation > 1: its loss is not comparable.
 - ``different-eval-cadence`` eval metrics measured at different points of the axis.
+- ``axis-question``          (info) which question the compared axis answers: tokens and
+                             samples data efficiency, FLOPs compute efficiency, device-hours
+                             and wall-clock the cost on this hardware.
 
 Per-run findings (``damaged-input``, ``duplicates-dropped``, ``accum-overshoot``,
 ``batch-mismatch``) come from reading and resolving and travel with each run.
@@ -27,7 +30,19 @@ import polars as pl
 from .display import fmt
 from .model import Finding, Run
 
-__all__ = ["LOSS_FIX_VERSION", "audit", "propose_axis"]
+__all__ = ["AXIS_QUESTIONS", "LOSS_FIX_VERSION", "audit", "propose_axis"]
+
+#: What each axis answers.
+AXIS_QUESTIONS = {
+    "tokens": "data efficiency: quality per token trained on",
+    "samples": "data efficiency: quality per sequence trained on",
+    "flops": "compute efficiency: quality per training FLOP",
+    "device_hours": "cost on this hardware: quality per device-hour",
+    "elapsed": "cost on this hardware: quality per second of wall-clock",
+    "step": "quality per optimizer update",
+    "micro_step": "quality per forward-backward pass",
+    "epoch": "quality per pass over the data",
+}
 
 #: First transformers release with the gradient-accumulation loss normalisation fix.
 LOSS_FIX_VERSION = (4, 46)
@@ -45,8 +60,17 @@ def propose_axis(runs: Sequence[Run]) -> str:
 def audit(runs: Sequence[Run], *, x: str) -> list[Finding]:
     """Findings about comparing ``runs`` on axis ``x`` (empty for a fair comparison)."""
     checks = (_batch, _seq_len, _step_units, _world_size, _learning_rate, _padding,
-              _loss_normalisation, _eval_cadence)
+              _loss_normalisation, _eval_cadence, _axis_question)
     return [finding for check in checks for finding in check(runs, x)]
+
+
+def _axis_question(runs: Sequence[Run], x: str) -> list[Finding]:
+    if len(runs) < 2 or x not in AXIS_QUESTIONS:
+        return []
+    return [Finding("info", "axis-question",
+                    f"compared on {x}, which answers {AXIS_QUESTIONS[x]}; tokens answer data "
+                    "efficiency, flops compute efficiency, device_hours and elapsed the cost "
+                    "on this hardware (--x picks one)")]
 
 
 def _known(runs: Sequence[Run], get: Callable[[Run], object]) -> dict[str, object]:

@@ -1,24 +1,54 @@
 """Put a source's raw points on every axis: optimizer step, micro-step, samples, tokens, epoch,
-wall time and elapsed time.
+wall time, elapsed time, training FLOPs and device-hours.
 
 Logged counters win over the schedule: ``train/num_input_tokens_seen`` gives tokens and
 ``train/consumed_samples`` samples (and, × sequence length, tokens) at the steps where they
 were logged; elsewhere samples and tokens come from the (possibly ramped) global batch. Never
 ``step × final batch`` on a ramp.
+
+FLOPs (cumulative training FLOPs over all devices) come from a stated ``flops_per_token`` ×
+tokens, else from a logged FLOP counter (:data:`FLOP_COUNTERS`; the HF Trainer's
+``total_flos``, logged once at the end, is spread linearly over the tokens before it), never
+from a model name and never past the counter's last point. Device-hours are elapsed seconds ×
+world size ÷ 3600.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
 import polars as pl
 
+from .display import fmt
 from .errors import MissingInfoError
-from .model import AXIS_METRICS, SCALAR_SCHEMA, BatchConfig, RawLog
+from .model import AXIS_METRICS, SCALAR_SCHEMA, BatchConfig, Fact, RawLog
 
-__all__ = ["axis_sources", "normalize", "schedule"]
+__all__ = ["FLOP_COUNTERS", "axis_sources", "flops_at", "normalize", "schedule"]
+
+#: Logged metrics that count cumulative training FLOPs, the preferred first.
+FLOP_COUNTERS = ("train/total_flos", "train/total_flops", "train/cumulative_flops")
 
 
-def axis_sources(raw: RawLog, batch: BatchConfig) -> dict[str, str]:
-    """Where the samples and tokens axes of a run come from: a logged counter or the schedule."""
+def axis_sources(raw: RawLog, batch: BatchConfig, *, facts: Mapping[str, Fact[Any]] | None = None,
+                 wall_times: str | None = None) -> dict[str, str]:
+    """Where each derived axis of a run comes from: samples and tokens (a logged counter or
+    the schedule), elapsed (``wall_times``: who logged them), FLOPs and device-hours."""
+    out = _count_sources(raw, batch)
+    if wall_times is not None:
+        out["elapsed"] = f"{wall_times}; seconds since the first logged point"
+        world = batch.world_size
+        if world.value is not None:
+            out["device_hours"] = (f"elapsed × world size {world.value} ({world.source}) "
+                                   "÷ 3600")
+    flops = _flops_source(raw, facts or {}, "tokens" in out)
+    if flops is not None:
+        out["flops"] = flops
+    return out
+
+
+def _count_sources(raw: RawLog, batch: BatchConfig) -> dict[str, str]:
     logged = set(raw.scalars.get_column("metric").unique().to_list())
     out = {}
     for column, per_step in (("samples", batch.global_batch), ("tokens", batch.tokens_per_step)):
@@ -34,7 +64,50 @@ def axis_sources(raw: RawLog, batch: BatchConfig) -> dict[str, str]:
     return out
 
 
-def normalize(raw: RawLog, batch: BatchConfig, *, run: str) -> pl.DataFrame:
+def _flops_source(raw: RawLog, facts: Mapping[str, Fact[Any]], tokens: bool) -> str | None:
+    per_token = facts.get("flops_per_token")
+    if per_token is not None and per_token.value is not None:
+        return (f"flops_per_token {fmt(per_token.value)} ({per_token.source}) × tokens"
+                if tokens else None)
+    counter = _counter_name(raw.scalars)
+    if counter is None:
+        return None
+    logged = raw.aliases.get(counter, counter)
+    return (f"logged counter {logged} ({raw.source}), spread linearly over the tokens "
+            "before each logged value" if tokens else
+            f"logged counter {logged} ({raw.source}), spread linearly over the steps")
+
+
+def _counter_name(scalars: pl.DataFrame) -> str | None:
+    present = set(scalars.filter(pl.col("metric").is_in(FLOP_COUNTERS))
+                  .get_column("metric").unique().to_list())
+    return next((name for name in FLOP_COUNTERS if name in present), None)
+
+
+def flops_at(at: np.ndarray, xs: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Cumulative FLOPs at positions ``at`` of an axis from a counter logged at ``xs``:
+    linear from (0, 0) through each logged point, NaN past the last one (never extrapolated)
+    and where the counter is not cumulative (it ever decreases).
+
+    >>> flops_at(np.array([0., 51_200, 102_400, 110_000]), np.array([102_400.]),
+    ...          np.array([5.5561e10])).tolist()
+    [0.0, 27780500000.0, 55561000000.0, nan]
+    """
+    order = np.argsort(xs, kind="stable")
+    xs, counts = xs[order].astype(float), counts[order].astype(float)
+    keep = np.isfinite(xs) & np.isfinite(counts)
+    xs, counts = xs[keep], counts[keep]
+    if not xs.size or (np.diff(counts) < 0).any() or (counts < 0).any():
+        return np.full(at.shape, np.nan)
+    if xs[0] > 0:
+        xs, counts = np.concatenate([[0.0], xs]), np.concatenate([[0.0], counts])
+    out = np.interp(at, xs, counts)
+    out[~(at <= xs[-1])] = np.nan  # past the last count, or no position at all
+    return out
+
+
+def normalize(raw: RawLog, batch: BatchConfig, *, run: str,
+              facts: Mapping[str, Fact[Any]] | None = None) -> pl.DataFrame:
     """The tidy frame of :data:`SCALAR_SCHEMA` for one run: every raw point, all axes."""
     frame = raw.scalars.with_columns(step=_optimizer_step(raw, batch, run))
     counters = frame.filter(pl.col("metric").is_in(list(AXIS_METRICS)))
@@ -56,12 +129,34 @@ def normalize(raw: RawLog, batch: BatchConfig, *, run: str) -> pl.DataFrame:
         elapsed=_elapsed(points),
         run=pl.lit(run),
     )
+    world = batch.world_size.value
+    points = points.with_columns(
+        flops=_flops(points, facts or {}),
+        device_hours=None if world is None else pl.col("elapsed") * world / 3600,
+    )
     # by metric (its rank among the few names: no string comparisons per row), then step; a
     # stable sort keeps the source's time order among points logged at the same step
     order = {name: i for i, name in enumerate(sorted(points.get_column("metric").unique()))}
     key = pl.col("metric").replace_strict(order, return_dtype=pl.UInt32)
     return (points.select([pl.col(c).cast(t) for c, t in SCALAR_SCHEMA.items()])
             .sort(key, "step", maintain_order=True))
+
+
+def _flops(points: pl.DataFrame, facts: Mapping[str, Fact[Any]]) -> pl.Series:
+    """Cumulative training FLOPs at each point (see the module docstring); null when unknown."""
+    tokens = points.get_column("tokens").cast(pl.Float64)
+    per_token = facts.get("flops_per_token")
+    if per_token is not None and per_token.value is not None:
+        return (tokens * float(per_token.value)).alias("flops")
+    counter = _counter_name(points)
+    if counter is None:
+        return pl.repeat(None, points.height, dtype=pl.Float64, eager=True).alias("flops")
+    ref = "tokens" if tokens.null_count() < points.height else "step"
+    logged = points.filter(pl.col("metric") == counter, pl.col(ref).is_not_null())
+    at = points.get_column(ref).cast(pl.Float64).to_numpy()
+    values = flops_at(at, logged.get_column(ref).cast(pl.Float64).to_numpy(),
+                      logged.get_column("value").to_numpy())
+    return pl.Series("flops", values).fill_nan(None)
 
 
 def _tokens_from_samples(batch: BatchConfig) -> pl.Expr:

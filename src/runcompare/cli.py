@@ -20,6 +20,7 @@ from .analysis import compare as compare_runs
 from .analysis.groups import parse_groups
 from .batch import plan_batch
 from .errors import RuncompareError
+from .export import TB_STEP_UNITS
 from .export import export as export_runs
 from .load import load_many
 from .model import Run
@@ -125,8 +126,8 @@ def _errors(command: F) -> F:
 def compare(
     runs: Annotated[list[Path], typer.Argument(help="Run folders or log files.")],
     x: Annotated[str | None, typer.Option(
-        "--x", help="Axis: step, micro_step, samples, tokens, epoch or elapsed "
-        "(default: tokens, else samples, else step).")] = None,
+        "--x", help="Axis: step, micro_step, samples, tokens, epoch, elapsed, flops or "
+        "device_hours (default: tokens, else samples, else step).")] = None,
     metric: Annotated[list[str] | None, typer.Option(
         "--metric", help="Metric to compare (repeatable; default: all shared).")] = None,
     settings: Settings = None,
@@ -151,7 +152,8 @@ def compare(
     config: ConfigOpt = None,
     pattern: PatternOpt = None,
 ) -> None:
-    """Compare runs: batch hierarchy, summary of the main metric, findings, HTML report."""
+    """Compare runs: the verdict first, then batch hierarchy, summary, totals, findings; and
+    the HTML report."""
     loaded = _load(runs, source, settings, duplicates, no_cache, config, pattern)
     comparison = compare_runs(loaded, x=x, metrics=metric or None, smooth=smooth, target=target,
                               groups=parse_groups(group or (), loaded) or None)
@@ -161,7 +163,8 @@ def compare(
     if formats:
         write_figures(comparison, report_path.with_suffix(""), formats=formats)
     if as_json:
-        typer.echo(json.dumps(comparison.to_json(), indent=2, allow_nan=True))
+        typer.echo(json.dumps(comparison.to_json(report=str(report) if report else None),
+                              indent=2, allow_nan=True))
     else:
         print_comparison(comparison, _console(), report=str(report) if report else None)
 
@@ -231,7 +234,8 @@ def export(
         "--format", help="parquet, csv, jsonl or tensorboard (default: from the output's "
         "suffix, else parquet).")] = None,
     x: Annotated[str | None, typer.Option(
-        "--x", help="TensorBoard step: tokens (default), samples, micro_step or step.")] = None,
+        "--x", help="TensorBoard step: tokens (default), samples, micro_step, step, flops or "
+        "device_hours (written as device-seconds).")] = None,
     force: Annotated[bool, typer.Option(
         "--force", help="Replace an earlier export at the output path.")] = False,
     settings: Settings = None,
@@ -244,8 +248,9 @@ def export(
     """Write every point of the runs as a parquet dataset, CSV, JSON lines or TensorBoard events."""
     loaded = _load(runs, source, settings, duplicates, no_cache, config, pattern)
     done = export_runs(loaded, output, format=fmt, x=x, force=force)
+    unit = f"; each step is {TB_STEP_UNITS[x]}" if x in TB_STEP_UNITS else ""
     typer.echo(f"wrote {done.points:,} points of {done.runs} run(s) as {done.format} to "
-               f"{done.path} ({len(done.files)} file(s))")
+               f"{done.path} ({len(done.files)} file(s)){unit}")
 
 
 def main() -> None:

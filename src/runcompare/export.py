@@ -14,7 +14,8 @@ axis included, with their types; nulls stay nulls.
   such numbers. :func:`read_export` reads both back exactly.
 - ``tensorboard``: one folder per run (:func:`~runcompare.tb_writer.run_folder`), one event
   file each, one scalar tag per metric, the event step being the chosen axis (tokens by
-  default).
+  default). Steps are whole numbers: ``flops`` are rounded to whole FLOPs and
+  ``device_hours`` written as device-seconds (:data:`TB_STEP_UNITS`).
 
 An export is written beside its destination and moved into place when complete. An existing
 destination is replaced only with ``force=True``, and only if it is an export of that format
@@ -38,9 +39,9 @@ import polars as pl
 
 from .errors import InputError, MissingInfoError, UsageError
 from .model import SCALAR_SCHEMA, Run
-from .tb_writer import TB_AXES, run_folder, write_events
+from .tb_writer import TB_AXES, TB_STEP_UNITS, run_folder, whole_steps, write_events
 
-__all__ = ["FORMATS", "Exported", "encode_name", "export", "read_export"]
+__all__ = ["FORMATS", "TB_STEP_UNITS", "Exported", "encode_name", "export", "read_export"]
 
 #: Export formats, the default first.
 FORMATS = ("parquet", "csv", "jsonl", "tensorboard")
@@ -173,7 +174,18 @@ def _frames(runs: Sequence[Run], *, fmt: str, x: str | None) -> list[tuple[str, 
               .with_columns(run=pl.lit(run.name, pl.String)) for run in runs]
     for run, frame in zip(runs, frames):
         _require_every_point(run, frame, x)
+    if x is not None:
+        frames = [_whole(run, frame, x) for run, frame in zip(runs, frames)]
     return list(zip(names, frames))
+
+
+def _whole(run: Run, frame: pl.DataFrame, x: str) -> pl.DataFrame:
+    """The frame with whole-number TensorBoard steps, or a refusal naming the axis to use."""
+    whole = whole_steps(frame, x)
+    if whole is None:
+        raise UsageError(f"run {run.name!r}: its {x} values do not fit TensorBoard's step (a "
+                         "whole number below 2**63); export with --x tokens, or to parquet")
+    return whole
 
 
 def _require_every_point(run: Run, frame: pl.DataFrame, x: str | None) -> None:

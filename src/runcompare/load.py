@@ -166,8 +166,8 @@ def _build(path: Path, name: str, user: Mapping[str, Fact[Any]], raws: list[RawL
     batch, derived = resolve_batch(facts, run=name)
     kept, dropped = resolve_legs(chosen.scalars, policy=duplicates, starts=chosen.leg_starts,
                                  run=name)
-    chosen.scalars = _borrow_wall_times(kept, raws)
-    scalars = normalize(chosen, batch, run=name)
+    chosen.scalars, wall_times = _borrow_wall_times(kept, raws, chosen.source)
+    scalars = normalize(chosen, batch, run=name, facts=facts)
     if len(raws) > 1:
         findings.append(Finding("info", "sources-merged",
                                 f"points from {chosen.source}; facts from "
@@ -178,23 +178,28 @@ def _build(path: Path, name: str, user: Mapping[str, Fact[Any]], raws: list[RawL
     return Run(name=name, path=path, format=chosen.source, sources=[r.source for r in raws],
                step_unit=chosen.step_unit, batch=batch, scalars=scalars, facts=facts,
                findings=findings, aliases=chosen.aliases,
-               axis_sources=axis_sources(chosen, batch))
+               axis_sources=axis_sources(chosen, batch, facts=facts, wall_times=wall_times))
 
 
-def _borrow_wall_times(points: pl.DataFrame, raws: list[RawLog]) -> pl.DataFrame:
+def _borrow_wall_times(points: pl.DataFrame, raws: list[RawLog],
+                       source: str) -> tuple[pl.DataFrame, str | None]:
     """Wall times for points logged without one (trainer_state.json), from another source of
-    the same run that logged the same metric at the same step (TensorBoard, W&B)."""
+    the same run that logged the same metric at the same step (TensorBoard, W&B); also who
+    logged the wall times the points end up with (None: nobody)."""
     if points.get_column("wall_time").null_count() < points.height:
-        return points
-    timed = [raw.scalars for raw in raws if raw.scalars.get_column("wall_time").null_count()
+        return points, f"wall times logged by {source}"
+    timed = [raw for raw in raws if raw.scalars.get_column("wall_time").null_count()
              < raw.scalars.height]
     if not timed:
-        return points
-    clock = (pl.concat([t.select("metric", "step", "wall_time") for t in timed])
+        return points, None
+    clock = (pl.concat([t.scalars.select("metric", "step", "wall_time") for t in timed])
              .drop_nulls().group_by("metric", "step").agg(pl.col("wall_time").max()))
-    return (points.drop("wall_time").join(clock, on=["metric", "step"], how="left",
-                                          maintain_order="left")
-            .select(points.columns))
+    borrowed = (points.drop("wall_time").join(clock, on=["metric", "step"], how="left",
+                                              maintain_order="left")
+                .select(points.columns))
+    if borrowed.get_column("wall_time").null_count() == borrowed.height:
+        return borrowed, None
+    return borrowed, f"wall times logged by {', '.join(t.source for t in timed)}"
 
 
 def _read_all(formats: Mapping[str, Format], path: Path, cache: bool,

@@ -41,7 +41,8 @@ FACT_KINDS = ("hint", "inferred", "logged", "config", "user")
 STEP_UNITS = ("optimizer", "micro", "log_call", "samples", "tokens")
 
 #: The x axes a run can be drawn on (columns of ``Run.scalars``).
-AXES = ("step", "micro_step", "samples", "tokens", "epoch", "elapsed", "wall_time")
+AXES = ("step", "micro_step", "samples", "tokens", "epoch", "elapsed", "wall_time", "flops",
+        "device_hours")
 
 #: Logged counters that become axis columns instead of metrics (canonical name -> column).
 AXIS_METRICS = {
@@ -72,6 +73,8 @@ SCALAR_SCHEMA = {
     "epoch": pl.Float64,
     "wall_time": pl.Float64,
     "elapsed": pl.Float64,
+    "flops": pl.Float64,
+    "device_hours": pl.Float64,
 }
 
 
@@ -256,6 +259,11 @@ _AXIS_FIX = {
     "epoch": "a logged epoch",
     "elapsed": "logged wall times (trainer_state.json has none; TensorBoard and W&B logs do)",
     "wall_time": "logged wall times (trainer_state.json has none; TensorBoard and W&B logs do)",
+    "flops": ("a FLOP count: a logged counter (the HF Trainer's total_flos) or --set "
+              "{run}:flops_per_token=N (training FLOPs per token, e.g. 6 × parameters), which "
+              "needs the tokens axis too; it is never guessed from a model name"),
+    "device_hours": ("logged wall times and the world size: pass --set {run}:world_size=N "
+                     "(trainer_state.json has no wall times; TensorBoard and W&B logs do)"),
 }
 
 

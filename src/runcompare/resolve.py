@@ -199,7 +199,8 @@ def user_fact(key: str, value: Any, *, source: str) -> Fact[Any]:
         return Fact(str(value), source, "user")
     parsed = facts_from_config({key: value}, where=source, kind="user").get(key)
     if parsed is None:
-        kind = "a number" if key == "learning_rate" else "a whole number ≥ 1"
+        kind = {"learning_rate": "a number",
+                "flops_per_token": "a positive number"}.get(key, "a whole number ≥ 1")
         raise UsageError(f"{source}: {key}={value!r} is not {kind}")
     return Fact(parsed.value, source, "user")
 

@@ -17,10 +17,17 @@ from tensorboard.compat.proto.event_pb2 import Event, SourceMetadata
 from tensorboard.compat.proto.summary_pb2 import Summary
 from tensorboard.summary.writer.record_writer import RecordWriter
 
-__all__ = ["TB_AXES", "run_folder", "write_events"]
+__all__ = ["TB_AXES", "TB_STEP_UNITS", "run_folder", "whole_steps", "write_events"]
 
-#: Axes a TensorBoard step can hold: whole numbers (time axes are TensorBoard's own).
-TB_AXES = ("tokens", "samples", "micro_step", "step")
+#: Axes a TensorBoard step can hold (time axes are TensorBoard's own). Its steps are whole
+#: numbers of at most 2⁶³ − 1: FLOPs are rounded, device-hours written as device-seconds.
+TB_AXES = ("tokens", "samples", "micro_step", "step", "flops", "device_hours")
+
+#: What a step means where it is not the axis' own unit.
+TB_STEP_UNITS = {"flops": "training FLOPs, rounded to whole FLOPs",
+                 "device_hours": "device-seconds (device_hours × 3600, rounded)"}
+
+_INT64_MAX = 2 ** 63 - 1
 
 #: Characters a run folder encodes: those Windows rejects in a file name, and ``%`` (so the
 #: encoding is reversible); ``/`` only where the name cannot be nested folders.
@@ -71,6 +78,23 @@ def write_events(frame: pl.DataFrame, folder: Path, *, x: str, now: float) -> Pa
         for step, wall_time, tags, values in steps.iter_rows():
             writer.write(_event(step, wall_time, tags, values).SerializeToString())
     return path
+
+
+def whole_steps(frame: pl.DataFrame, x: str) -> pl.DataFrame | None:
+    """``frame`` with column ``x`` as whole-number TensorBoard steps (:data:`TB_STEP_UNITS`);
+    None when a value does not fit a step (negative, or past 2⁶³ − 1).
+
+    >>> f = pl.DataFrame({"device_hours": [0.0024, 0.0186]})
+    >>> whole_steps(f, "device_hours")["device_hours"].to_list()
+    [9, 67]
+    """
+    if x not in TB_STEP_UNITS:
+        return frame
+    scale = 3600.0 if x == "device_hours" else 1.0
+    values = (pl.col(x).cast(pl.Float64) * scale).round()
+    if not frame.select(((values >= 0) & (values < _INT64_MAX)).all()).item():
+        return None
+    return frame.with_columns(values.cast(pl.Int64).alias(x))
 
 
 def _steps(frame: pl.DataFrame, *, x: str, now: float) -> pl.DataFrame:

@@ -1,5 +1,5 @@
 """Compare runs on one axis: aligned curves, smoothing, seed groups, summary numbers,
-throughput, and the fairness audit."""
+end-of-run totals, throughput, the fairness audit and the verdict."""
 
 from __future__ import annotations
 
@@ -13,22 +13,30 @@ from ..audit import audit, propose_axis
 from ..model import Finding, Run, require_axis
 from .align import aggregate, align
 from .groups import auto_groups
+from .kinds import QUALITY, TOTAL, metric_kinds
 from .smooth import Smoothing, parse_smoothing
-from .summary import check_metrics, main_metric, shared_metrics, summarize, throughput
+from .summary import check_metrics, main_metric, shared_metrics, summarize, throughput, totals
+from .verdict import Verdict, decide
 
 __all__ = ["Comparison", "compare"]
 
-_JSON_SUMMARY = ("run", "metric", "final", "best", "at_common_budget", "x_to_target",
-                 "speedup", "elapsed_to_target")
+_JSON_SUMMARY = ("run", "metric", "kind", "final", "best", "at_common_budget", "target",
+                 "x_to_target", "speedup", "elapsed_to_target", "elapsed_speedup", "curve")
+#: The smoothed curve's default half-life: 2% of the x range (drawing and crossings).
+_DEFAULT_HALF_LIFE = 0.02
 
 
 @dataclass
 class Comparison:
-    """Runs compared on axis ``x``.
+    """Runs compared on axis ``x``; ``str(comparison)`` is the verdict's text.
 
-    ``summary``: one row per run and metric; ``aligned``: every metric of every run on a common
-    grid (value and smoothed, n per x); ``bands``: seed-group mean/std/min/max per x;
-    ``throughput``: one row per run; ``findings``: the audit and every run's findings.
+    ``verdict``: the answer (:class:`~.verdict.Verdict`); ``summary``: one row per run and
+    curve metric (races for quality metrics only); ``totals``: end-of-run values per run;
+    ``aligned``: every curve metric of every run on a common grid (value and smoothed, n per
+    x); ``bands``: seed-group mean/std/min/max per x; ``throughput``: one row per run;
+    ``findings``: the audit and every run's findings; ``kinds``: each metric's kind
+    (quality, diagnostic, total); ``curve``: the smoothing of the drawn curves and of the
+    training metrics' crossings.
     """
 
     runs: list[Run]
@@ -43,6 +51,13 @@ class Comparison:
     smoothing: Smoothing | None = None
     proposed_axis: str = "step"
     finding_list: list[Finding] = field(default_factory=list)
+    verdict: Verdict | None = None
+    totals: pl.DataFrame = field(default_factory=pl.DataFrame)
+    kinds: dict[str, str] = field(default_factory=dict)
+    curve: Smoothing | None = None
+
+    def __str__(self) -> str:
+        return self.verdict.text if self.verdict is not None else ""
 
     @property
     def findings(self) -> pl.DataFrame:
@@ -51,11 +66,15 @@ class Comparison:
                             schema={"level": pl.String, "code": pl.String,
                                     "message": pl.String, "run": pl.String}, orient="row")
 
-    def to_json(self) -> dict[str, Any]:
-        """The object ``runcompare RUN... --json`` prints (DESIGN.md's contract)."""
+    def to_json(self, *, report: str | None = None) -> dict[str, Any]:
+        """The object ``runcompare RUN... --json`` prints (DESIGN.md's contract); ``report``
+        is the path of the HTML report written beside it."""
         return {"x": self.x, "runs": [run.to_json() for run in self.runs],
                 "summary": self.summary.select(_JSON_SUMMARY).to_dicts(),
-                "findings": [{**f.to_json(), "run": f.run} for f in self.finding_list]}
+                "totals": self.totals.to_dicts(),
+                "findings": [{**f.to_json(), "run": f.run} for f in self.finding_list],
+                "verdict": self.verdict.to_dict() if self.verdict is not None else None,
+                "throughput": self.throughput.to_dicts(), "report": report}
 
 
 def compare(runs: Sequence[Run], *, x: str | None = None, metrics: Sequence[str] | None = None,
@@ -63,10 +82,11 @@ def compare(runs: Sequence[Run], *, x: str | None = None, metrics: Sequence[str]
             groups: Mapping[str, Sequence[str]] | None = None) -> Comparison:
     """Compare ``runs`` on axis ``x`` (default: the fair axis the audit proposes).
 
-    ``metrics`` defaults to every metric the runs share (the main one first); ``smooth`` is
-    ``"tb:0.6"``, a half-life in axis units (``"50M"``) or a share of the range (``"5%"``);
-    ``target`` defaults to the worst final value; ``groups`` maps a group name to run names
-    (default: runs identical but for the seed).
+    ``metrics`` defaults to every metric the runs share (the main one first), and the metrics
+    named are raced as quality metrics; ``smooth`` is ``"tb:0.6"``, a half-life in axis units
+    (``"50M"``) or a share of the range (``"5%"``); ``target`` (of the main metric) defaults to
+    the worst final value; ``groups`` maps a group name to run names (default: runs identical
+    but for the seed).
     """
     runs = list(runs)
     proposed = propose_axis(runs)
@@ -77,19 +97,42 @@ def compare(runs: Sequence[Run], *, x: str | None = None, metrics: Sequence[str]
         check_metrics(runs, metrics)
     chosen = list(metrics) if metrics else shared_metrics(runs)
     main = chosen[0] if metrics else main_metric(runs)
-    if main is not None and main in chosen:
-        chosen = [main, *(m for m in chosen if m != main)]
-    smoothing = smooth if isinstance(smooth, Smoothing) else parse_smoothing(smooth)
-    if smoothing is not None:
-        smoothing = smoothing.resolved(_x_range(runs, axis))
-    aligned = align(runs, x=axis, metrics=chosen, smoothing=smoothing)
+    kinds = metric_kinds(_points(runs, chosen), named=list(metrics or ()) + [main or ""])
+    curves = _ordered([m for m in chosen if kinds[m] != TOTAL], main, kinds)
+    given = smooth if isinstance(smooth, Smoothing) else parse_smoothing(smooth)
+    span = _x_range(runs, axis)
+    smoothing = given.resolved(span) if given is not None else None
+    curve = smoothing or Smoothing("x", 0.0, _DEFAULT_HALF_LIFE).resolved(span or 1.0)
+    aligned = align(runs, x=axis, metrics=curves, smoothing=smoothing)
     grouping = {k: list(v) for k, v in groups.items()} if groups else auto_groups(runs)
-    findings = audit(runs, x=axis) + [f for run in runs for f in run.findings]
-    return Comparison(runs=runs, x=axis, metrics=chosen, main=main,
-                      summary=summarize(runs, x=axis, metrics=chosen, target=target),
+    own = [f for run in runs for f in run.findings]
+    findings = audit(runs, x=axis) + own
+    summary = summarize(runs, x=axis, metrics=curves, target=target, main=main, kinds=kinds,
+                        curve=curve)
+    verdict = decide(runs, x=axis, metric=main, target=target, groups=grouping,
+                     smoothing=given, findings=own)
+    return Comparison(runs=runs, x=axis, metrics=curves, main=main, summary=summary,
                       aligned=aligned, throughput=throughput(runs), groups=grouping,
                       bands=aggregate(aligned, grouping), smoothing=smoothing,
-                      proposed_axis=proposed, finding_list=findings)
+                      proposed_axis=proposed, finding_list=findings, verdict=verdict,
+                      totals=totals(runs, [m for m in chosen if kinds[m] == TOTAL]),
+                      kinds=kinds, curve=curve)
+
+
+def _points(runs: Sequence[Run], metrics: Sequence[str]) -> dict[str, int]:
+    """The most points any run logged of each metric."""
+    counts = pl.concat([run.scalars.group_by("metric").len() for run in runs])
+    most = dict(counts.group_by("metric").agg(pl.col("len").max()).iter_rows())
+    return {metric: int(most.get(metric, 0)) for metric in metrics}
+
+
+def _ordered(metrics: Sequence[str], main: str | None, kinds: Mapping[str, str]) -> list[str]:
+    """The main metric, then the other quality metrics, then the diagnostics (each in the
+    given order)."""
+    rest = [m for m in metrics if m != main]
+    head = [main] if main in metrics else []
+    return head + [m for m in rest if kinds[m] == QUALITY] + [m for m in rest
+                                                             if kinds[m] != QUALITY]
 
 
 def _x_range(runs: Sequence[Run], x: str) -> float:

@@ -1,33 +1,45 @@
 """Summary numbers per run and metric: final, best, value at the common budget, x to target,
-speedup and wall time to target; throughput per run.
+speedup and wall time to target; end-of-run totals and throughput per run.
 
 The common budget is the largest x every run reaches; values there are interpolated linearly
-between a run's own points, never extrapolated. The default target is the worst final value
-among the runs, so every run reaches it and ``x_to_target`` compares how fast. ``speedup`` is
-the first run's x to target ÷ this run's (2.0 = reaches the target on half the x).
+between a run's own points, never extrapolated. Races (target, x to target, speedups) are run
+for quality metrics only (see :mod:`.kinds`); diagnostics get their final value and the value
+at the budget. The target is ``target`` for the main metric, else the worst final value among
+the runs, so every run reaches it and ``x_to_target`` compares how fast. ``x_to_target`` is
+where the run's curve crosses the target, interpolated between the two points around it
+(:func:`~.crossing.crossing`): on the smoothed curve for per-step training metrics, on the
+values as logged for eval metrics (``curve`` says which). ``speedup`` is the first run's x to
+target ÷ this run's (2.0 = reaches the target on half the x); ``elapsed_speedup`` the same in
+wall-clock seconds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import polars as pl
 
 from ..errors import UnknownMetricError
 from ..model import Run, require_axis
+from .crossing import at_position, crossing, value_at
+from .kinds import QUALITY, TOTAL, is_eval
+from .smooth import Smoothing, smooth_expr
 
-__all__ = ["fair_axis", "higher_is_better", "main_metric", "shared_metrics", "summarize",
-           "throughput"]
+__all__ = ["fair_axis", "higher_is_better", "main_metric", "metric_series", "shared_metrics",
+           "summarize", "throughput", "totals"]
 
-SUMMARY_SCHEMA = {"run": pl.String, "metric": pl.String, "final": pl.Float64,
+SUMMARY_SCHEMA = {"run": pl.String, "metric": pl.String, "kind": pl.String, "final": pl.Float64,
                   "best": pl.Float64, "at_common_budget": pl.Float64, "x_to_target": pl.Float64,
                   "speedup": pl.Float64, "elapsed_to_target": pl.Float64,
-                  "budget": pl.Float64, "target": pl.Float64}
+                  "elapsed_speedup": pl.Float64, "budget": pl.Float64, "target": pl.Float64,
+                  "curve": pl.String}
+
+TOTALS_SCHEMA = {"run": pl.String, "metric": pl.String, "value": pl.Float64, "step": pl.Int64}
 
 #: Name fragments of metrics where higher is better (everything else is minimised, like loss).
 _HIGHER = ("acc", "f1", "bleu", "rouge", "exact_match", "score", "auc", "precision", "recall",
-           "mfu", "per_second", "tflops", "tps")
+           "mfu", "per_second", "tflops", "tps", "reward")
 
 
 def higher_is_better(metric: str) -> bool:
@@ -75,24 +87,61 @@ def fair_axis(runs: Sequence[Run]) -> str:
 
 
 def summarize(runs: Sequence[Run], *, x: str, metrics: Sequence[str],
-              target: float | None = None) -> pl.DataFrame:
-    """One row per run and metric (:data:`SUMMARY_SCHEMA`), with the budget and target used."""
+              target: float | None = None, main: str | None = None,
+              kinds: Mapping[str, str] | None = None,
+              curve: Smoothing | None = None) -> pl.DataFrame:
+    """One row per run and metric (:data:`SUMMARY_SCHEMA`), with the budget and target used.
+
+    ``kinds`` maps metrics to their kind (default: all quality); ``curve`` is the smoothing of
+    the curve on which training metrics cross their target (default: the values as logged).
+    """
     for run in runs:
         require_axis(run, x)
-    rows = []
+    rows: list[tuple[object, ...]] = []
     for metric in metrics:
-        series = [_series(run, metric, x) for run in runs]
-        present = [s for s in series if s is not None and len(s[0])]
-        budget = min(float(s[0][-1]) for s in present) if present else None
-        finals = [float(s[1][-1]) for s in present]
-        goal = target if target is not None else _worst(finals, metric)
-        metric_rows = [_row(run.name, metric, item, budget, goal)
+        kind = (kinds or {}).get(metric, QUALITY)
+        if kind == TOTAL:
+            continue
+        series = [metric_series(run, metric, x, None if is_eval(metric) else curve)
+                  for run in runs]
+        present = [s for s in series if s is not None and s.height]
+        budget = min(s.get_column("x")[-1] for s in present) if present else None
+        finals = [s.get_column("value")[-1] for s in present]
+        goal = None
+        if kind == QUALITY:
+            goal = target if target is not None and metric == main else _worst(finals, metric)
+        metric_rows = [_row(run.name, metric, kind, item, budget, goal)
                        for run, item in zip(runs, series)]
-        base = metric_rows[0][5] if metric_rows else None
-        for row in metric_rows:
-            speedup = base / row[5] if base is not None and row[5] else None
-            rows.append((*row[:6], speedup, *row[6:]))
+        rows += _with_speedups(metric_rows)
     return pl.DataFrame(rows, schema=SUMMARY_SCHEMA, orient="row")
+
+
+def metric_series(run: Run, metric: str, x: str,
+                  smoothing: Smoothing | None = None) -> pl.DataFrame | None:
+    """One run's points of ``metric`` sorted by ``x``: x, value, smoothed (``value`` when
+    ``smoothing`` is None), elapsed, flops, device_hours; None when the run never logged it."""
+    if metric not in run.metrics:
+        return None
+    frame = (run.scalars.lazy().filter(pl.col("metric") == metric)
+             .select(pl.col(x).cast(pl.Float64).alias("x"), "value", "elapsed", "flops",
+                     "device_hours")
+             .filter(pl.col("x").is_not_null()).sort("x", maintain_order=True).collect())
+    smoothed = smooth_expr(smoothing) if smoothing is not None else pl.col("value")
+    return frame.with_columns(smoothed.alias("smoothed"))
+
+
+def totals(runs: Sequence[Run], metrics: Sequence[str]) -> pl.DataFrame:
+    """End-of-run values: per run and metric, the last value logged and its step."""
+    frames = [run.scalars.filter(pl.col("metric").is_in(list(metrics)))
+              .sort("step", maintain_order=True).group_by("metric", maintain_order=True)
+              .agg(pl.col("value").last(), pl.col("step").last())
+              .select(pl.lit(run.name).alias("run"), "metric", "value", "step")
+              for run in runs]
+    order = {metric: i for i, metric in enumerate(metrics)}
+    out = pl.concat(frames) if frames else pl.DataFrame(schema=TOTALS_SCHEMA)
+    return (out.cast(TOTALS_SCHEMA)
+            .sort(pl.col("metric").replace_strict(order, return_dtype=pl.UInt32),
+                  maintain_order=True))
 
 
 def throughput(runs: Sequence[Run]) -> pl.DataFrame:
@@ -133,17 +182,6 @@ def _rate(run: Run, axis: str) -> float | None:
     return (a1 - a0) / (t1 - t0) if t1 > t0 and a1 > a0 else None
 
 
-def _series(run: Run, metric: str,
-            x: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    frame = (run.scalars.lazy().filter(pl.col("metric") == metric)
-             .with_columns(pl.col(x).cast(pl.Float64).alias("x"))
-             .filter(pl.col("x").is_not_null()).sort("x", maintain_order=True).collect())
-    if frame.is_empty() and metric not in run.metrics:
-        return None
-    return (frame.get_column("x").to_numpy(), frame.get_column("value").to_numpy(),
-            frame.get_column("elapsed").cast(pl.Float64).to_numpy())
-
-
 def _worst(finals: list[float], metric: str) -> float | None:
     finite = [v for v in finals if np.isfinite(v)]
     if not finite:
@@ -151,31 +189,36 @@ def _worst(finals: list[float], metric: str) -> float | None:
     return min(finite) if higher_is_better(metric) else max(finite)
 
 
-def _row(run: str, metric: str, item: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
-         budget: float | None, goal: float | None) -> tuple[object, ...]:
-    """run, metric, final, best, at_common_budget, x_to_target, elapsed_to_target, budget,
-    target (speedup is added across runs)."""
-    if item is None or not len(item[0]):
-        return (run, metric, None, None, None, None, None, budget, goal)
-    xs, values, elapsed = item
+def _row(run: str, metric: str, kind: str, frame: pl.DataFrame | None, budget: float | None,
+         goal: float | None) -> tuple[object, ...]:
+    """run, metric, kind, final, best, at_common_budget, x_to_target, elapsed_to_target,
+    budget, target, curve (the speedups are added across runs)."""
+    curve = None if goal is None else "raw" if is_eval(metric) else "smoothed"
+    if frame is None or not frame.height:
+        return (run, metric, kind, None, None, None, None, None, budget, goal, curve)
+    xs, values = frame.get_column("x").to_numpy(), frame.get_column("value").to_numpy()
     finite = np.isfinite(values)
     best = None
-    if finite.any():
+    if finite.any() and kind == QUALITY:
         best = float(values[finite].max() if higher_is_better(metric) else values[finite].min())
-    at_budget = None
-    if budget is not None and finite.any() and xs[finite][0] <= budget:
-        at_budget = float(np.interp(budget, xs[finite], values[finite]))
-    hit = _first_hit(values, goal, metric)
-    x_to = None if hit is None else float(xs[hit])
-    wall = None if hit is None or not np.isfinite(elapsed[hit]) else float(elapsed[hit])
-    return (run, metric, float(values[-1]), best, at_budget, x_to, wall, budget, goal)
+    at_budget = value_at(xs, values, budget)
+    smoothed = frame.get_column("smoothed").to_numpy()
+    position = crossing(smoothed, goal, higher=higher_is_better(metric))
+    x_to = at_position(xs, position)
+    wall = at_position(frame.get_column("elapsed").to_numpy(), position)
+    return (run, metric, kind, float(values[-1]), best, at_budget, x_to, wall, budget, goal,
+            curve)
 
 
-def _first_hit(values: np.ndarray, goal: float | None, metric: str) -> int | None:
-    """Index of the first point at which the metric reaches ``goal`` (as logged)."""
-    if goal is None:
-        return None
-    with np.errstate(invalid="ignore"):
-        hit = values >= goal if higher_is_better(metric) else values <= goal
-    index = np.flatnonzero(hit)
-    return int(index[0]) if index.size else None
+def _with_speedups(rows: list[tuple[object, ...]]) -> list[tuple[object, ...]]:
+    """Each row with the first run's x (and seconds) to target ÷ its own inserted."""
+    if not rows:
+        return []
+    base_x, base_wall = rows[0][6], rows[0][7]
+    out = []
+    for row in rows:
+        x_to, wall = row[6], row[7]
+        speedup = base_x / x_to if base_x is not None and x_to else None  # type: ignore[operator]
+        faster = base_wall / wall if base_wall is not None and wall else None  # type: ignore[operator]
+        out.append((*row[:7], speedup, wall, faster, *row[8:]))
+    return out

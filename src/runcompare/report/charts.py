@@ -1,7 +1,9 @@
 """What the report's charts draw: every run's points on every axis, raw and smoothed, reduced
 for drawing only.
 
-Values are drawn to 7 significant digits. A trace longer than :data:`MAX_POINTS` is drawn
+Values are drawn to 7 significant digits. Device-hours are not carried as numbers: the page
+multiplies each trace's elapsed seconds by its world size ÷ 3600, as the tidy frame does; so
+are FLOPs that are tokens × one number (its tokens times that number). A trace longer than :data:`MAX_POINTS` is drawn
 from the first and last point and the minimum and maximum of each of ``MAX_POINTS // 2``
 buckets, so spikes and dips stay visible; smoothing runs on all points before that, and the
 summary numbers never see the reduction.
@@ -28,7 +30,8 @@ MAX_POINTS = 2_000
 
 #: Axes the page can switch between, with their labels.
 AXIS_LABELS = {"step": "optimizer step", "micro_step": "micro-step", "samples": "samples",
-               "tokens": "tokens", "epoch": "epoch", "elapsed": "elapsed seconds"}
+               "tokens": "tokens", "epoch": "epoch", "elapsed": "elapsed seconds",
+               "flops": "training FLOPs", "device_hours": "device-hours"}
 
 
 def downsample(values: np.ndarray, limit: int = MAX_POINTS) -> np.ndarray:
@@ -54,7 +57,10 @@ def downsample(values: np.ndarray, limit: int = MAX_POINTS) -> np.ndarray:
 
 
 def drawing_smoothing(comparison: Comparison) -> Smoothing:
-    """The comparison's smoothing, else an x-aware EMA with a half-life of 2% of the range."""
+    """The comparison's smoothing, else an x-aware EMA with a half-life of 2% of the range
+    (the curve on which training metrics cross their targets, ``comparison.curve``)."""
+    if comparison.curve is not None:
+        return comparison.curve
     if comparison.smoothing is not None:
         return comparison.smoothing
     xs = pl.concat([r.scalars.get_column(comparison.x).cast(pl.Float64) for r in comparison.runs])
@@ -86,10 +92,32 @@ def _trace(run: Run, metric: str, x: str, smoothing: Smoothing) -> dict[str, Any
     smoothed = series(run, metric, x, smoothing).get_column("smoothed").to_numpy()
     values = points.get_column("value").to_numpy()
     keep = downsample(values)
+    world = run.batch.world_size.value
+    derived: dict[str, list[object]] = {}
+    if world is not None and points.get_column("device_hours").null_count() < points.height:
+        derived["device_hours"] = ["elapsed", world / 3600]  # drawn as elapsed × this
+    per_token = _per_token(points)
+    if per_token is not None:
+        derived["flops"] = ["tokens", per_token]
     axes = {axis: _clean(points.get_column(axis).cast(pl.Float64).to_numpy()[keep])
-            for axis in AXIS_LABELS if points.get_column(axis).null_count() < points.height}
-    return {"run": run.name, "points": points.height, "x": axes, "y": _clean(values[keep]),
-            "smoothed": _clean(smoothed[keep])}
+            for axis in AXIS_LABELS
+            if axis not in derived and points.get_column(axis).null_count() < points.height}
+    return {"run": run.name, "points": points.height, "x": axes, "derived": derived,
+            "y": _clean(values[keep]), "smoothed": _clean(smoothed[keep])}
+
+
+def _per_token(points: pl.DataFrame) -> float | None:
+    """FLOPs per token when every point's FLOPs are tokens × one number (a stated
+    flops_per_token, HF's total_flos spread over tokens), else None."""
+    both = points.select("tokens", "flops").drop_nulls()
+    if both.height < points.height or both.is_empty():
+        return None
+    tokens = both.get_column("tokens").cast(pl.Float64).to_numpy()
+    flops = both.get_column("flops").to_numpy()
+    if (tokens <= 0).any():
+        return None
+    ratio = flops / tokens
+    return float(ratio[0]) if np.allclose(ratio, ratio[0], rtol=1e-12, atol=0) else None
 
 
 def _band(frame: pl.DataFrame, group: str) -> dict[str, Any]:

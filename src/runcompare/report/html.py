@@ -1,9 +1,11 @@
 """The HTML report: one self-contained file (plotly.js embedded once, no network request),
 every string from a log escaped, the same bytes for the same inputs.
 
-Top to bottom: verdict, batch hierarchy (source of each number on hover), findings, the main
-metric (raw faint, smoothed bold, seed bands), learning rate against tokens, throughput, the
-other shared metrics, the summary table, and a footer with versions and input paths. The page
+Top to bottom: the verdict (the same text as the terminal's first lines and ``--json``),
+batch hierarchy (source of each number on hover), findings, the main metric (raw faint,
+smoothed bold, seed bands), learning rate against tokens, throughput, the other shared
+metrics, the race table of the quality metrics, the schedules and diagnostics (not raced),
+the end-of-run totals per run, and a footer with versions and input paths. The page
 carries its data as one JSON block and draws the charts in the browser, so the x axis can be
 switched in the page without regenerating the report.
 """
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis import Comparison
+from ..analysis.kinds import QUALITY
 from ..display import fmt
 from ..model import Run
 from .charts import AXIS_LABELS, MAX_POINTS, chart, drawing_smoothing, hidden_points
@@ -76,6 +79,8 @@ def render_report(comparison: Comparison) -> str:
         "<h2>Other shared metrics</h2>" if others else "",
         *(f'<div class="chart" id="chart-{i + 1}"></div>' for i in range(len(others))),
         _summary(comparison),
+        _diagnostics(comparison),
+        _totals(comparison),
         _footer(comparison.runs),
     ])
     return _PAGE.format(title=_e(title), csp=_CSP, style=_STYLE, plotly=get_plotlyjs(),
@@ -144,19 +149,53 @@ def _throughput(comparison: Comparison) -> str:
 
 
 def _summary(comparison: Comparison) -> str:
-    if comparison.summary.is_empty():
+    races = comparison.summary.filter(kind=QUALITY)
+    if races.is_empty():
         return ""
     x = _e(comparison.x)
     rows = "".join(
         f"<tr><td>{_e(r['metric'])}</td><td>{_e(r['run'])}</td><td>{fmt(r['final'])}</td>"
         f"<td>{fmt(r['best'])}</td><td>{fmt(r['at_common_budget'])} "
         f"<small>at {x} {fmt(r['budget'])}</small></td><td>{fmt(r['x_to_target'])} "
-        f"<small>to {fmt(r['target'])}</small></td><td>{fmt(r['speedup'])}</td>"
-        f"<td>{fmt(r['elapsed_to_target'])}</td></tr>"
-        for r in comparison.summary.iter_rows(named=True))
+        f"<small>to {fmt(r['target'])}, {_e(r['curve'] or '')}</small></td>"
+        f"<td>{fmt(r['speedup'])}</td><td>{fmt(r['elapsed_to_target'])}</td>"
+        f"<td>{fmt(r['elapsed_speedup'])}</td></tr>"
+        for r in races.iter_rows(named=True))
     return (f"<h2>Summary</h2><table class=summary><tr><th>metric</th><th>run</th>"
             f"<th>final</th><th>best</th><th>at common budget</th><th>{x} to target</th>"
-            f"<th>speedup</th><th>seconds to target</th></tr>{rows}</table>")
+            f"<th>speedup</th><th>seconds to target</th><th>speedup in seconds</th></tr>{rows}"
+            f"</table><p class=note>x to target is where the curve crosses the target, "
+            f"interpolated between the two points around it and never extrapolated: on the "
+            f"values as logged for eval metrics (raw), on the smoothed curve for per-step "
+            f"training metrics (smoothed). Speedups are the first run's crossing ÷ each "
+            f"run's.</p>")
+
+
+def _diagnostics(comparison: Comparison) -> str:
+    rows = comparison.summary.filter(kind="diagnostic")
+    if rows.is_empty():
+        return ""
+    body = "".join(
+        f"<tr><td>{_e(r['metric'])}</td><td>{_e(r['run'])}</td><td>{fmt(r['final'])}</td>"
+        f"<td>{fmt(r['at_common_budget'])}</td></tr>" for r in rows.iter_rows(named=True))
+    return ("<h2>Schedules and diagnostics</h2><table class=summary><tr><th>metric</th>"
+            f"<th>run</th><th>final</th><th>at common budget</th></tr>{body}</table>"
+            "<p class=note>Not raced: a target makes no sense for these.</p>")
+
+
+def _totals(comparison: Comparison) -> str:
+    totals = comparison.totals
+    if totals.is_empty():
+        return ""
+    names = [run.name for run in comparison.runs]
+    head = "".join(f"<th>{_e(name)}</th>" for name in names)
+    rows = []
+    for metric in totals.get_column("metric").unique(maintain_order=True).to_list():
+        values = dict(totals.filter(metric=metric).select("run", "value").iter_rows())
+        cells = "".join(f"<td>{fmt(values.get(name))}</td>" for name in names)
+        rows.append(f"<tr><th>{_e(metric)}</th>{cells}</tr>")
+    return (f"<h2>End-of-run totals</h2><table><tr><th></th>{head}</tr>{''.join(rows)}"
+            "</table>")
 
 
 def _footer(runs: Sequence[Run]) -> str:
@@ -195,6 +234,13 @@ _SCRIPT = """
     .replace(/>/g, "&gt;");
   const select = document.getElementById("rc-axis");
   const all = data.charts.concat(data.lr ? [data.lr] : []);
+  for (const chart of all) {
+    for (const t of chart.traces) {
+      for (const [axis, [base, factor]] of Object.entries(t.derived || {})) {
+        t.x[axis] = t.x[base].map(v => v === null ? null : v * factor);
+      }
+    }
+  }
   const shared = Object.keys(data.axes).filter(a => data.charts.every(
     c => c.traces.every(t => a in t.x)));
   for (const axis of shared) {

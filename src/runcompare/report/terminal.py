@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..analysis import Comparison
+from ..analysis.kinds import QUALITY
 from ..batch import BatchPlan
 from ..display import fmt
 from ..model import Fact, Finding, Run
@@ -107,10 +108,19 @@ def print_run(run: Run, console: Console) -> None:
 
 def print_comparison(comparison: Comparison, console: Console,
                      report: str | None = None) -> None:
-    """The compare summary: batch hierarchy, the main metric's numbers, findings."""
+    """The compare summary: the verdict first, then the batch hierarchy, a race table per
+    quality metric, the diagnostics, the end-of-run totals, throughput and findings."""
+    console.print(Text(str(comparison), style="bold"))
     console.print(batch_table(comparison.runs))
-    if comparison.main is not None:
-        console.print(summary_table(comparison, comparison.main))
+    for metric in comparison.metrics:
+        if comparison.kinds.get(metric) == QUALITY:
+            console.print(summary_table(comparison, metric))
+    diagnostics = diagnostics_table(comparison)
+    if diagnostics is not None:
+        console.print(diagnostics)
+    totals = totals_table(comparison)
+    if totals is not None:
+        console.print(totals)
     console.print(throughput_table(comparison))
     if comparison.x != comparison.proposed_axis:
         console.print(f"fair axis for these runs: {comparison.proposed_axis} "
@@ -125,16 +135,52 @@ def print_comparison(comparison: Comparison, console: Console,
 
 
 def summary_table(comparison: Comparison, metric: str) -> Table:
+    """One quality metric's race: final, best, value at the budget, the crossing of the
+    target (interpolated; the title says on which curve) and the speedups."""
     rows = comparison.summary.filter(metric=metric)
     budget, target = rows.get_column("budget")[0], rows.get_column("target")[0]
-    table = Table(title=f"{metric} on {comparison.x}", title_justify="left")
+    curve = rows.get_column("curve")[0]
+    where = "raw values" if curve == "raw" else "smoothed curve"
+    table = Table(title=f"{metric} on {comparison.x} (target crossed on the {where})",
+                  title_justify="left")
     for column in ("run", "final", "best", f"at {comparison.x} {fmt(budget)}",
-                   f"{comparison.x} to {fmt(target)}", "speedup", "seconds to target"):
+                   f"{comparison.x} to {fmt(target)}", "speedup", "seconds to target",
+                   "speedup (s)"):
         table.add_column(column, justify="left" if column == "run" else "right")
     for row in rows.iter_rows(named=True):
         table.add_row(row["run"], *(fmt(row[k]) for k in (
             "final", "best", "at_common_budget", "x_to_target", "speedup",
-            "elapsed_to_target")))
+            "elapsed_to_target", "elapsed_speedup")))
+    return table
+
+
+def diagnostics_table(comparison: Comparison) -> Table | None:
+    """Schedules and diagnostics (no races): the final value and the value at the budget."""
+    rows = comparison.summary.filter(kind="diagnostic")
+    if rows.is_empty():
+        return None
+    table = Table(title=f"Schedules and diagnostics on {comparison.x} (not raced)",
+                  title_justify="left")
+    for column in ("metric", "run", "final", "at common budget"):
+        table.add_column(column, justify="left" if column in ("metric", "run") else "right")
+    for row in rows.iter_rows(named=True):
+        table.add_row(row["metric"], row["run"], fmt(row["final"]), fmt(row["at_common_budget"]))
+    return table
+
+
+def totals_table(comparison: Comparison) -> Table | None:
+    """End-of-run values: metrics down, runs across."""
+    totals = comparison.totals
+    if totals.is_empty():
+        return None
+    table = Table(title="End-of-run totals", title_justify="left")
+    table.add_column("metric", no_wrap=True)
+    names = [run.name for run in comparison.runs]
+    for name in names:
+        table.add_column(name, justify="right", overflow="fold")
+    for metric in totals.get_column("metric").unique(maintain_order=True).to_list():
+        values = dict(totals.filter(metric=metric).select("run", "value").iter_rows())
+        table.add_row(metric, *(fmt(values.get(name)) for name in names))
     return table
 
 

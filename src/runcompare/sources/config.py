@@ -51,6 +51,7 @@ CONFIG_KEYS: dict[str, tuple[str, ...]] = {
     "seed": ("seed",),
     "transformers_version": ("transformers_version",),
     "include_num_input_tokens_seen": ("include_num_input_tokens_seen",),
+    "flops_per_token": ("flops_per_token",),
 }
 
 #: Facts that hold whole numbers of at least 1 (a 0, -1 or ratio means "not set" in the writers).
@@ -60,6 +61,9 @@ _COUNTS = {"per_device_batch", "grad_accum", "world_size", "tensor_parallel", "p
 
 #: Facts that are whole numbers of any sign.
 _INTEGERS = {"seed"}
+
+#: Facts that are positive numbers, not necessarily whole (training FLOPs per token).
+_POSITIVE = {"flops_per_token"}
 
 #: Facts kept as text (a version, a mode such as "all" / "non_padding" / True).
 _TEXT = {"transformers_version", "include_num_input_tokens_seen"}
@@ -105,10 +109,13 @@ def _clean(name: str, value: Any) -> Any:
         return value if isinstance(value, int) and value >= 1 else None
     if isinstance(value, str):
         try:
-            return float(value)
+            value = float(value)
         except ValueError:
             return None
-    return float(value) if isinstance(value, (int, float)) else None
+    number = float(value) if isinstance(value, (int, float)) else None
+    if name in _POSITIVE and (number is None or not number > 0 or number == float("inf")):
+        return None
+    return number
 
 
 def nested_facts(config: Mapping[str, Any], *, where: str,

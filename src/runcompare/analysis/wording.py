@@ -1,0 +1,288 @@
+"""The verdict in words: a few sentences, the same in the terminal, the report and the JSON.
+
+In order: who is ahead at the budget and by how much (or that they are level within the
+noise: never "ahead" and "tied" at once); how the noise was measured and the call; the race
+to the target (crossings and speedups, on the axis and in wall-clock); what it cost
+(wall-clock, device-time and FLOPs to the budget, with where the numbers come from); the axis
+it was decided on, what that axis answers and why steps would mislead, and the audit's
+warnings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..audit import AXIS_QUESTIONS
+from ..display import fmt
+from ..model import Finding
+from .kinds import is_eval
+from .summary import higher_is_better
+
+if TYPE_CHECKING:
+    from .verdict import _Arm, _Parts
+
+__all__ = ["AXIS_QUESTIONS", "compose", "fairness_phrases", "ratio", "seconds"]
+
+#: The audit's warnings in a few words each (a finding's own message otherwise).
+_PHRASES = {
+    "lr-not-rescaled": "every run kept the same peak learning rate although the global "
+                       "batches differ, which may favour the smaller batch",
+    "loss-normalisation-changed": "some runs trained before transformers 4.46 changed how the "
+                                  "loss is normalised under gradient accumulation, so their "
+                                  "training losses are not comparable",
+    "padding-counted-as-tokens": "a token counter includes padding, which overstates tokens",
+    "step-unit-mismatch": "the runs count steps differently",
+    "global-batch-mismatch": "the global batches differ on a step axis",
+    "seq-len-mismatch": "the sequence lengths differ",
+    "damaged-input": "a log was damaged and read only up to the damage",
+    "accum-overshoot": "the micro-batch overshoots the stated global batch",
+    "batch-mismatch": "the stated global batch disagrees with its factors",
+    "fact-conflict": "two sources disagree on a fact",
+    "source-unreadable": "a source of the run could not be read",
+}
+
+
+def fairness_phrases(findings: Sequence[Finding], *, axis: str, metric: str | None) -> list[str]:
+    """The warnings among ``findings`` in words, each once (runs named where it is theirs)."""
+    out: list[str] = []
+    for finding in findings:
+        if finding.level == "info":
+            continue
+        phrase = _PHRASES.get(finding.code, finding.message)
+        text = f"{finding.run}: {phrase}" if finding.run else phrase
+        if text not in out:
+            out.append(text)
+    return out
+
+
+def ratio(value: float) -> str:
+    """A speedup or cost ratio.
+
+    >>> ratio(1.0247), ratio(7.864), ratio(31.2)
+    ('1.02×', '7.9×', '31×')
+    """
+    if value < 2:
+        return f"{value:.2f}×"
+    return f"{value:.1f}×" if value < 10 else f"{value:,.0f}×"
+
+
+def seconds(value: float) -> str:
+    """A duration as people read it.
+
+    >>> seconds(8.504), seconds(66.877), seconds(754.0), seconds(86_400.0)
+    ('8.5 s', '66.9 s', '12.6 min', '24 h')
+    """
+    if value < 100:
+        return f"{value:.3g} s"
+    return f"{value / 60:.3g} min" if value < 6000 else f"{value / 3600:.3g} h"
+
+
+def _flops(value: float) -> str:
+    """A FLOP count in scientific notation.
+
+    >>> _flops(3.6451e10)
+    '3.65e10'
+    """
+    mantissa, exponent = f"{value:.2e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def _small(value: float) -> str:
+    """A difference to two significant digits (four past a hundred).
+
+    >>> _small(0.016712), _small(0.00049), _small(1234.5)
+    ('0.017', '0.00049', '1,234')
+    """
+    return fmt(value) if abs(value) >= 100 else f"{value:.2g}"
+
+
+def _percent(share: float) -> str:
+    """A share as a percentage, one decimal (two significant digits below 0.1%).
+
+    >>> _percent(0.00758), _percent(0.000421), _percent(0.31)
+    ('0.8%', '0.042%', '31.0%')
+    """
+    return f"{share * 100:.1f}%" if share >= 0.001 else f"{share * 100:.2g}%"
+
+
+def _at(axis: str, value: float) -> str:
+    """Where on an axis, as the start of a sentence.
+
+    >>> _at("tokens", 102_400.0), _at("step", 30.0), _at("device_hours", 0.0186)
+    ('At 102,400 tokens', 'At step 30', 'At 0.0186 device-hours')
+    """
+    if axis == "flops":
+        return f"At {_flops(value)} training FLOPs"
+    if axis == "elapsed":
+        return f"After {seconds(value)} of wall-clock"
+    phrases = {"step": "At step {}", "micro_step": "At micro-step {}", "epoch": "At epoch {}",
+               "samples": "At {} samples", "tokens": "At {} tokens",
+               "device_hours": "At {} device-hours"}
+    return phrases.get(axis, f"At {axis} {{}}").format(fmt(value))
+
+
+def compose(parts: _Parts) -> str:
+    """The verdict's sentences (see the module docstring)."""
+    sentences = [_level(parts), _noise(parts), _race(parts), _cost(parts), _fair(parts)]
+    return " ".join(s for s in sentences if s)
+
+
+def _name(parts: _Parts) -> str:
+    return parts.metric if is_eval(parts.metric) else f"{parts.metric} (smoothed)"
+
+
+def _level(parts: _Parts) -> str:
+    ranked, where = parts.ranked, _at(parts.axis, parts.budget)
+    if not ranked:
+        return f"{where} no run has a value of {parts.metric}."
+    if len(ranked) == 1:
+        return f"{where} only {ranked[0].name} has {_name(parts)}: {fmt(ranked[0].value)}."
+    leader, runner = ranked[0], ranked[1]
+    gap = abs(leader.value - runner.value)  # type: ignore[operator]
+    way = "higher" if higher_is_better(parts.metric) else "lower"
+    share = f" ({_percent(gap / abs(runner.value))})" if runner.value else ""
+    others = "".join(f", {a.name} {fmt(a.value)}" for a in ranked[2:])
+    if parts.call == "clear":
+        return (f"{where} {leader.name} is ahead on {_name(parts)}: {fmt(leader.value)} "
+                f"against {runner.name}'s {fmt(runner.value)}{others}, {way} by {_small(gap)}"
+                f"{share}.")
+    return (f"{where} {_name(parts)} is {fmt(leader.value)} for {leader.name} and "
+            f"{fmt(runner.value)} for {runner.name}{others}: {leader.name} {way} by "
+            f"{_small(gap)}{share}.")
+
+
+def _noise(parts: _Parts) -> str:
+    noise, call = parts.noise or {}, parts.call
+    if call == "not-comparable":
+        return ("No call is made: the runs are not comparable on this as it stands (see the "
+                "caveats below)." if len(parts.ranked) >= 2 else "")
+    kind = noise.get("kind")
+    if kind == "seeds":
+        low, high = noise["interval"]
+        n = " and ".join(str(v) for v in noise["n"].values())
+        where = "excludes" if call == "clear" else "includes"
+        end = "a clear difference." if call == "clear" else "a tie within the seeds' spread."
+        return (f"Across seeds the 95% interval of {parts.ranked[0].name}'s advantage is "
+                f"{low:.3g} to {high:.3g} (Welch, n = {n} runs), which {where} "
+                f"zero: {end}")
+    caveat = ("Seed-to-seed variation is not known from single runs and typically exceeds "
+              "this noise.")
+    if kind != "eval-scatter" and kind != "train-scatter":
+        return ("Whether that is more than noise cannot be told: too few points near the "
+                f"budget to measure it. {caveat}")
+    band = f"±{_small(noise['half_width'])} at 95%, {_scatter_words(noise, parts)}"
+    if call == "clear":
+        return f"That is clear of the noise ({band}). {caveat}"
+    return f"That is within the noise ({band}), so it is a tie. {caveat}"
+
+
+def _scatter_words(noise: dict[str, Any], parts: _Parts) -> str:
+    if noise["kind"] == "train-scatter":
+        return ("the spread of each run's raw points over the last stretch before the budget, "
+                "as the smoothing averages them")
+    fewest = min(p for p in noise["points"].values() if p is not None)
+    words = f"the step-to-step scatter of each run's last {fewest} evals"
+    if noise.get("bend"):
+        words += (", which with evals this sparse includes the curve's own bend and so "
+                  "overstates the noise")
+    return words
+
+
+def _race(parts: _Parts) -> str:
+    if parts.goal is None or len(parts.ranked) < 2:
+        return ""
+    sign = "≥" if higher_is_better(parts.metric) else "≤"
+    why = "the target" if parts.target_given else "the worst final value"
+    how = "between raw evals" if is_eval(parts.metric) else "on the smoothed curve"
+    crossings = [(a.name, a.race.get("x"), a.race.get("elapsed")) for a in parts.ranked]
+    told = ", ".join(f"{name} at {_unit(parts.axis, x)}" if x is not None
+                     else f"{name} not by its last point" for name, x, _ in crossings)
+    text = (f"Race to {parts.metric} {sign} {fmt(parts.goal)} ({why}; crossings interpolated "
+            f"{how}): {told}")
+    return text + _speedups(crossings, parts.axis) + "."
+
+
+def _unit(axis: str, value: float) -> str:
+    """A point on an axis in a sentence's middle.
+
+    >>> _unit("tokens", 99_876.2), _unit("step", 30.0)
+    ('99,876 tokens', 'step 30')
+    """
+    return _at(axis, value).split(" ", 1)[1]
+
+
+def _speedups(crossings: list[tuple[str, float | None, float | None]], axis: str) -> str:
+    out = ""
+    for index, label in ((1, f"on {axis}"), (2, "in wall-clock")):
+        known = [(c[0], c[index]) for c in crossings[:2] if c[index]]
+        if len(known) < 2:
+            continue
+        (fast, a), (_slow, b) = sorted(known, key=lambda item: item[1])
+        times = f", {seconds(a)} against {seconds(b)}" if index == 2 else ""
+        out += f"; {fast} {ratio(b / a)} sooner {label}{times}"
+    return out
+
+
+def _cost(parts: _Parts) -> str:
+    arms = parts.ranked[:2]
+    if len(arms) < 2:
+        return ""
+    where = _at(parts.axis, parts.budget).replace("At ", "", 1).replace("After ", "", 1)
+    pieces = []
+    wall = _compare(arms, "elapsed", seconds, "wall-clock", "less")
+    if wall:
+        pieces.append(wall + _devices(arms, parts))
+    flops = _compare(arms, "flops", _flops, "training FLOPs", "fewer")
+    if flops:
+        pieces.append(flops)
+    if not pieces:
+        return f"What reaching {where} cost is unknown: no wall times or FLOPs were logged."
+    return f"Cost to reach {where}: {'; '.join(pieces)}.{_sources(parts)}"
+
+
+def _compare(arms: list[_Arm], key: str, show: Any, what: str, less: str) -> str:
+    (a, b) = arms
+    va, vb = a.cost.get(key), b.cost.get(key)
+    if not va or not vb:
+        return ""
+    (cheap, low), (_dear, high) = sorted(((a.name, va), (b.name, vb)), key=lambda i: i[1])
+    if high / low < 1.01:
+        return f"{what} {show(va)} for {a.name} and {show(vb)} for {b.name}, about the same"
+    return (f"{what} {show(va)} for {a.name} against {show(vb)} for {b.name}, "
+            f"{ratio(high / low)} {less} for {cheap}")
+
+
+def _devices(arms: list[_Arm], parts: _Parts) -> str:
+    worlds = {run.name: run.batch.world_size.value for run in parts.runs}
+    sizes = [{worlds.get(r) for r in arm.runs} for arm in arms]
+    if any(None in s or len(s) != 1 for s in sizes):
+        return ", device-time unknown (a world size is unknown: pass --set RUN:world_size=N)"
+    (wa,), (wb,) = sizes
+    if wa == wb:
+        each = f"{wa} device{'s' if wa > 1 else ''} each"
+        return f", and the same ratio in device-time (elapsed × world size, {each})"
+    device = _compare(arms, "device_hours", lambda h: seconds(h * 3600), "device-time", "less")
+    return f"; {device} (elapsed × world size, {wa} and {wb} devices)"
+
+
+def _sources(parts: _Parts) -> str:
+    """Where the wall-clock and FLOP numbers come from, each source once."""
+    named = {n for arm in parts.ranked[:2] for n in arm.runs}
+    listed: list[str] = []
+    for label, axis in (("wall-clock from", "elapsed"), ("FLOPs from the", "flops")):
+        for run in parts.runs:
+            source = run.axis_sources.get(axis)
+            text = f"{label} {source.split(';')[0]}" if source and run.name in named else None
+            if text and text not in listed:
+                listed.append(text)
+    return f" Sources: {'; '.join(listed)}." if listed else ""
+
+
+def _fair(parts: _Parts) -> str:
+    question = AXIS_QUESTIONS.get(parts.axis, parts.axis)
+    text = f"Decided on {parts.axis} ({question})"
+    text += f": {parts.reason}." if parts.reason else "."
+    if parts.fairness:
+        return f"{text} Caveats: {'; '.join(parts.fairness)}."
+    return f"{text} No fairness warnings."

@@ -1,0 +1,167 @@
+"""The verdict on real runs: who is ahead at the budget, by how much, is it real, what it cost."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+import runcompare as rc
+from runcompare.analysis.noise import t_quantile
+
+from .conftest import DATA, SAMPLES
+
+SEEDS = sorted(p for p in (DATA / "hf_seeds").iterdir() if p.is_dir())
+
+
+@pytest.fixture(scope="module")
+def sample():
+    return rc.compare(rc.load_many([SAMPLES / "mamba", SAMPLES / "attn"]))
+
+
+def _evals(run, x="tokens"):
+    frame = run.frame(x).filter(metric="eval/loss").sort("x")
+    return frame["x"].to_numpy(), frame["value"].to_numpy(), frame["elapsed"].to_numpy()
+
+
+def test_sample_verdict_numbers_come_from_the_logs(sample):
+    verdict = sample.verdict
+    mamba, attn = sample.runs
+    (_, m_values, m_elapsed), (_, a_values, a_elapsed) = _evals(mamba), _evals(attn)
+    assert (verdict.metric, verdict.axis, verdict.budget) == ("eval/loss", "tokens", 102_400)
+    assert verdict.values == {"mamba": m_values[-1], "attn": a_values[-1]}
+    assert verdict.leader == "mamba"
+    assert verdict.difference == pytest.approx(a_values[-1] - m_values[-1])
+    assert round(verdict.difference, 3) == 0.017
+    assert verdict.relative == pytest.approx(verdict.difference / a_values[-1])
+    assert round(verdict.relative * 100, 1) == 0.8
+    # both at the budget in wall-clock and device-time (world size 1 each)
+    assert verdict.cost["mamba"]["elapsed"] == pytest.approx(m_elapsed[-1])
+    assert verdict.cost["attn"]["elapsed"] == pytest.approx(a_elapsed[-1])
+    assert verdict.cost["attn"]["device_hours"] == pytest.approx(a_elapsed[-1] / 3600)
+    assert round(m_elapsed[-1], 1) == 66.9 and round(a_elapsed[-1], 1) == 8.5
+    assert round(m_elapsed[-1] / a_elapsed[-1], 1) == 7.9
+
+
+def test_sample_crossings_are_interpolated_between_the_evals_around_the_target(sample):
+    mamba, attn = sample.runs
+    xs, values, elapsed = _evals(mamba)
+    target = _evals(attn)[1][-1]  # the worst final value
+    share = (values[-2] - target) / (values[-2] - values[-1])
+    race = sample.verdict.race
+    assert race["target"] == target and race["curve"] == "raw"
+    assert race["crossings"]["mamba"] == pytest.approx(xs[-2] + share * (xs[-1] - xs[-2]))
+    assert 99_850 < race["crossings"]["mamba"] < 99_950  # not the logged 102,400
+    assert race["crossings"]["attn"] == 102_400
+    assert race["elapsed"]["mamba"] == pytest.approx(
+        elapsed[-2] + share * (elapsed[-1] - elapsed[-2]))
+
+
+def test_sample_noise_is_the_scatter_of_the_last_evals_and_the_call_a_tie(sample):
+    noise = sample.verdict.noise
+    sigmas = {}
+    for run in sample.runs:
+        _, v, _ = _evals(run)
+        # the last three evals (the last half of the budget): the middle one against the
+        # line through its neighbours, evenly spaced (w = 1/2, variance factor 1.5)
+        sigmas[run.name] = abs(v[-2] - (v[-3] + v[-1]) / 2) / math.sqrt(1.5)
+    assert noise["kind"] == "eval-scatter" and noise["bend"] is True
+    assert noise["sigma"] == pytest.approx(sigmas)
+    band = 1.959964 * math.hypot(*sigmas.values())
+    assert noise["half_width"] == pytest.approx(band, rel=1e-6)
+    assert sample.verdict.difference < band and sample.verdict.call == "within-noise"
+
+
+def test_sample_terminal_starts_with_the_verdict_and_says_it_all(cli, tmp_path, sample):
+    result = cli(SAMPLES / "mamba", SAMPLES / "attn", "--no-report")
+    assert result.exit_code == 0
+    first = " ".join(result.stdout.split("Batch hierarchy")[0].split())
+    assert first == " ".join(str(sample).split())
+    assert first.startswith("At 102,400 tokens eval/loss is 2.187 for mamba and 2.204 for "
+                            "attn: mamba lower by 0.017 (0.8%).")
+    band = sample.verdict.noise["half_width"]
+    assert (f"within the noise (±{band:.2g} at 95%, the step-to-step scatter of each run's "
+            "last 3 evals") in first and "so it is a tie" in first
+    assert "Seed-to-seed variation is not known from single runs" in first
+    assert "mamba at 99,876 tokens, attn at 102,400 tokens" in first
+    assert "wall-clock 66.9 s for mamba against 8.5 s for attn, 7.9× less for attn" in first
+    assert "the same ratio in device-time (elapsed × world size, 1 device each)" in first
+    assert "training FLOPs 3.65e10 for mamba against 5.56e10 for attn" in first
+    assert "Decided on tokens (data efficiency" in first
+    assert " ahead " not in first  # a tie is never also a lead
+
+
+def test_sample_json_verdict_is_the_same_object(cli, tmp_path, sample):
+    out = cli.json(SAMPLES / "mamba", SAMPLES / "attn", "-o", tmp_path / "r.html")
+    verdict = out["verdict"]
+    assert {"text", "metric", "axis", "budget", "values", "leader", "difference", "relative",
+            "noise", "call", "cost"} <= set(verdict)
+    assert verdict["text"] == str(sample) and verdict["call"] == "within-noise"
+    assert verdict["values"] == sample.verdict.values
+    assert verdict["cost"]["attn"]["elapsed"] == pytest.approx(8.504, abs=1e-3)
+
+
+def test_api_verdict_is_a_frozen_object_and_str_is_its_text(sample):
+    assert str(sample) == sample.verdict.text == str(sample.verdict)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        sample.verdict.call = "clear"  # type: ignore[misc]
+    assert sample.verdict.to_dict()["leader"] == "mamba"
+
+
+def test_summary_races_quality_metrics_only(sample):
+    races = sample.summary.filter(kind="quality")
+    assert sorted(set(races["metric"])) == ["eval/loss", "train/loss"] and races.height == 4
+    assert races["target"].null_count() == 0
+    others = sample.summary.filter(kind="diagnostic")
+    assert {"train/learning_rate", "train/grad_norm"} <= set(others["metric"])
+    assert others["target"].null_count() == others["x_to_target"].null_count() == others.height
+    assert others["speedup"].null_count() == others.height
+    assert not set(sample.summary["metric"]) & set(sample.totals["metric"])
+
+
+def test_different_global_batches_are_decided_on_tokens_and_say_why():
+    runs = rc.load_many([SAMPLES / "attn", DATA / "hf_global32"],
+                        settings=["hf_global32:seq_len=64"])
+    verdict = rc.compare(runs, x="step").verdict
+    assert verdict.axis == "tokens" and verdict.budget == 61_440  # 30 steps × 2,048
+    xs, values, _ = _evals(runs[0])
+    attn = float(np.interp(61_440, xs, values))
+    assert verdict.values["attn"] == pytest.approx(attn)
+    assert verdict.values["hf_global32"] == _evals(runs[1])[1][-1]
+    assert verdict.leader == "attn"
+    text = verdict.text
+    assert text.startswith("At 61,440 tokens")
+    assert ("Decided on tokens (data efficiency: quality per token trained on): the global "
+            "batches differ (attn 16, hf_global32 32 sequences per step), so a step of "
+            "hf_global32 holds 2× the data of a step of attn and a comparison on steps would "
+            "mislead.") in text
+    assert "the same peak learning rate" in text  # lr-not-rescaled, in words
+
+
+def test_seed_groups_give_welch_interval_and_n():
+    runs = rc.load_many(SEEDS)
+    comparison = rc.compare(runs)
+    assert comparison.groups == {"lr3e-3": [f"lr3e-3_seed{s}" for s in (1, 2, 3)],
+                                 "lr1e-3": [f"lr1e-3_seed{s}" for s in (1, 2, 3)]}
+    verdict = comparison.verdict
+    at_budget = {run.name: float(np.interp(verdict.budget, *_evals(run)[:2])) for run in runs}
+    fast = np.array([at_budget[f"lr3e-3_seed{s}"] for s in (1, 2, 3)])
+    slow = np.array([at_budget[f"lr1e-3_seed{s}"] for s in (1, 2, 3)])
+    va, vb = fast.var(ddof=1) / 3, slow.var(ddof=1) / 3
+    df = (va + vb) ** 2 / (va ** 2 / 2 + vb ** 2 / 2)
+    half = t_quantile(0.975, df) * math.sqrt(va + vb)
+    gain = slow.mean() - fast.mean()
+    assert verdict.leader == "lr3e-3" and verdict.values["lr3e-3"] == pytest.approx(fast.mean())
+    assert verdict.noise["kind"] == "seeds" and verdict.noise["n"] == {"lr3e-3": 3, "lr1e-3": 3}
+    assert verdict.noise["interval"] == pytest.approx([gain - half, gain + half])
+    assert verdict.call == "clear" and gain - half > 0
+    assert (f"95% interval of lr3e-3's advantage is {gain - half:.3g} to {gain + half:.3g} "
+            "(Welch, n = 3 and 3 runs), which excludes zero: a clear difference.") in verdict.text
+
+
+def test_t_quantiles_match_the_table():
+    # Student's t, two-sided 95% (any statistics table)
+    for df, t in ((1, 12.7062), (3, 3.1824), (5, 2.5706), (30, 2.0423)):
+        assert t_quantile(0.975, df) == pytest.approx(t, abs=1e-4)
