@@ -79,18 +79,18 @@ def test_sample_terminal_starts_with_the_verdict_and_says_it_all(cli, tmp_path, 
     assert result.exit_code == 0
     first = " ".join(result.stdout.split("Batch hierarchy")[0].split())
     assert first == " ".join(str(sample).split())
-    assert first.startswith("At 102,400 tokens eval/loss is 2.187 for mamba and 2.204 for "
-                            "attn: mamba lower by 0.017 (0.8%).")
+    assert first.startswith("At 102,400 tokens mamba is ahead on eval/loss by 0.017 (0.8%): "
+                            "2.187 against attn's 2.204 (lower is better).")
     band = sample.verdict.noise["half_width"]
     assert (f"within the noise (±{band:.2g} at 95%, the step-to-step scatter of each run's "
-            "last 3 evals") in first and "so it is a tie" in first
+            "last 3 evals") in first and "so it is no real lead: call it a tie" in first
     assert "Seed-to-seed variation is not known from single runs" in first
     assert "mamba at 99,876 tokens, attn at 102,400 tokens" in first
     assert "wall-clock 66.9 s for mamba against 8.5 s for attn, 7.9× less for attn" in first
     assert "the same ratio in device-time (elapsed × world size, 1 device each)" in first
     assert "training FLOPs 3.65e10 for mamba against 5.56e10 for attn" in first
     assert "Decided on tokens (data efficiency" in first
-    assert " ahead " not in first  # a tie is never also a lead
+    assert " tied" not in first and " first" not in first  # no "first, tied with"
 
 
 def test_sample_json_verdict_is_the_same_object(cli, tmp_path, sample):

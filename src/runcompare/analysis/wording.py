@@ -1,7 +1,7 @@
 """The verdict in words: a few sentences, the same in the terminal, the report and the JSON.
 
-In order: who is ahead at the budget and by how much (or that they are level within the
-noise: never "ahead" and "tied" at once); how the noise was measured and the call; the race
+In order: who is ahead at the budget and by how much, then whether that margin is beyond the
+noise (a margin within it is called a tie, in those words); how the noise was measured and the call; the race
 to the target (crossings and speedups, on the axis and in wall-clock); what it cost
 (wall-clock, device-time and FLOPs to the budget, with where the numbers come from); the axis
 it was decided on, what that axis answers and why steps would mislead, and the audit's
@@ -143,13 +143,9 @@ def _level(parts: _Parts) -> str:
     way = "higher" if higher_is_better(parts.metric) else "lower"
     share = f" ({_percent(gap / abs(runner.value))})" if runner.value else ""
     others = "".join(f", {a.name} {fmt(a.value)}" for a in ranked[2:])
-    if parts.call == "clear":
-        return (f"{where} {leader.name} is ahead on {_name(parts)}: {fmt(leader.value)} "
-                f"against {runner.name}'s {fmt(runner.value)}{others}, {way} by {_small(gap)}"
-                f"{share}.")
-    return (f"{where} {_name(parts)} is {fmt(leader.value)} for {leader.name} and "
-            f"{fmt(runner.value)} for {runner.name}{others}: {leader.name} {way} by "
-            f"{_small(gap)}{share}.")
+    return (f"{where} {leader.name} is ahead on {_name(parts)} by {_small(gap)}{share}: "
+            f"{fmt(leader.value)} against {runner.name}'s {fmt(runner.value)}{others} "
+            f"({way} is better).")
 
 
 def _noise(parts: _Parts) -> str:
@@ -174,7 +170,8 @@ def _noise(parts: _Parts) -> str:
     band = f"±{_small(noise['half_width'])} at 95%, {_scatter_words(noise, parts)}"
     if call == "clear":
         return f"That is clear of the noise ({band}). {caveat}"
-    return f"That is within the noise ({band}), so it is a tie. {caveat}"
+    return (f"That margin is within the noise ({band}), so it is no real lead: call it a tie. "
+            f"{caveat}")
 
 
 def _scatter_words(noise: dict[str, Any], parts: _Parts) -> str:
