@@ -121,7 +121,7 @@ def _unique(names: list[str], paths: list[Path]) -> list[str]:
 def _folder_name(path: Path) -> str:
     path = path.resolve()
     folder = path.parent if path.is_file() else path
-    if folder.name.startswith("checkpoint-"):
+    if folder.name.startswith("checkpoint-") or folder.name == "last-checkpoint":
         folder = folder.parent
     return folder.name
 

@@ -15,18 +15,38 @@ from contextlib import suppress
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["Buffer", "read_file", "writable"]
+from ...errors import InputError
+
+__all__ = ["LFS_POINTER", "Buffer", "lfs_message", "read_file", "writable"]
 
 #: What the decoders read: ``bytes``, or a writable buffer with the same slicing and searching
 #: (``bytearray``, ``mmap.mmap``).
 Buffer = bytes | bytearray | mmap.mmap
 
 
+#: How a Git LFS pointer file starts: a repository cloned without its LFS objects holds these
+#: ~130-byte stand-ins instead of the files.
+LFS_POINTER = b"version https://git-lfs.github.com/spec/"
+
+
+def lfs_message(file: Path, start: bytes) -> str | None:
+    """What to tell the user when ``start`` (a file's first bytes) is a Git LFS pointer."""
+    if not start.startswith(LFS_POINTER):
+        return None
+    return (f"{file}: is a Git LFS pointer, not the log itself (the repository was cloned or "
+            "downloaded without its LFS files); run `git lfs pull` in the repository (or "
+            "download the file itself) and read it again")
+
+
 def read_file(file: Path) -> Buffer:
     """The file's bytes, in a writable buffer that a decoder may rearrange in place (no copy
     of a large file): an anonymous ``mmap`` (:func:`writable`), else a ``bytearray``. Raises
-    ``OSError``."""
+    ``OSError``, and :class:`InputError` for a Git LFS pointer."""
     with file.open("rb") as handle:
+        pointer = lfs_message(file, handle.read(len(LFS_POINTER)))
+        if pointer is not None:
+            raise InputError(pointer)
+        handle.seek(0)
         size = os.fstat(handle.fileno()).st_size
         if not size:
             return bytearray(handle.read())

@@ -1,4 +1,5 @@
-"""HF Trainer output dir: trainer_state.json at its root or in checkpoint-N/.
+"""HF Trainer output dir: trainer_state.json at its root or in checkpoint-N/ (or the Hub's
+last-checkpoint/).
 
 ``log_history`` entries carry ``step`` = global_step, the optimizer step. Each key is renamed
 as the Trainer names it in TensorBoard (``eval_x`` -> ``eval/x``, ``test_x`` -> ``test/x``,
@@ -21,13 +22,15 @@ import polars as pl
 
 from ...errors import InputError
 from ...model import RAW_SCHEMA, Fact, Finding, RawLog
+from ..codecs.files import lfs_message
 from ..format import Format
 from ..naming import canonical
 
 __all__ = ["FORMAT", "files", "read"]
 
 STATE = "trainer_state.json"
-_CHECKPOINT = re.compile(r"checkpoint-(\d+)$")
+#: checkpoint-N/, and last-checkpoint/ (the Hub's layout with hub_strategy="checkpoint").
+_CHECKPOINT = re.compile(r"checkpoint-(\d+)|last-checkpoint")
 #: Keys of a log entry that are not metrics.
 _NOT_METRICS = {"step"}
 #: Top-level keys of trainer_state.json reported as facts, with the fact name.
@@ -75,15 +78,21 @@ def _model_config_facts(path: Path) -> dict[str, Fact[Any]]:
 
 
 def files(path: Path) -> list[Path]:
-    """trainer_state.json at the root and in each checkpoint-N/, in step order."""
+    """trainer_state.json at the root and in each checkpoint-N/ (and last-checkpoint/), in
+    step order."""
     if path.is_file():
         return [path] if path.name == STATE else []
     if not path.is_dir():
         return []
     found = [path / STATE] if (path / STATE).is_file() else []
-    checkpoints = [p for p in path.glob(f"checkpoint-*/{STATE}")
-                   if _CHECKPOINT.search(p.parent.name)]
-    return found + sorted(checkpoints, key=lambda p: int(p.parent.name.rsplit("-", 1)[1]))
+    checkpoints = [p for p in path.glob(f"*/{STATE}") if _CHECKPOINT.fullmatch(p.parent.name)]
+    return found + sorted(checkpoints, key=_order)
+
+
+def _order(state: Path) -> int:
+    """The step in a checkpoint folder's name (last-checkpoint/ after every numbered one)."""
+    number = _CHECKPOINT.fullmatch(state.parent.name).group(1)  # type: ignore[union-attr]
+    return int(number) if number else 1 << 62
 
 
 def _int(value: Any) -> int:
@@ -96,6 +105,9 @@ def _load(file: Path) -> tuple[dict[str, Any] | None, Finding | None]:
         text = file.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         raise InputError(f"{file}: cannot be read ({exc.strerror})") from exc
+    pointer = lfs_message(file, text[:64].encode())
+    if pointer is not None:
+        return None, Finding("error", "lfs-pointer", pointer)
     try:
         state = json.loads(text)
     except json.JSONDecodeError as exc:

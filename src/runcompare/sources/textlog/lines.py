@@ -39,7 +39,7 @@ import polars as pl
 
 from ...errors import InputError, UsageError
 from ...model import RAW_SCHEMA, Finding
-from ..codecs.files import writable
+from ..codecs.files import LFS_POINTER, lfs_message, writable
 from . import layout as _layout
 from .layout import Layout
 
@@ -209,6 +209,9 @@ def read_lines(path: Path, parse: Callable[[pl.DataFrame], Parsed], *,
                              "runcompare at the log of a run that has started)")
         size = chunk_bytes or CHUNK_BYTES
         with path.open("rb") as handle:
+            pointer = lfs_message(path, handle.read(len(LFS_POINTER)))
+            if pointer is not None:
+                raise InputError(pointer)
             # the scanner reads a chunk where it lies, in a buffer of the worker's own
             read = _reader(handle, size, reuse=bool(layout) and _layout.NATIVE)
             lines = _parse_chunks(list(_spans(handle, size)),
