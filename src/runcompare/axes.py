@@ -121,6 +121,10 @@ def normalize(raw: RawLog, batch: BatchConfig, *, run: str,
     points = points.join(per_step, on="step", how="left")
     accum = batch.grad_accum.value
     samples_at, tokens_at = schedule(batch, points.get_column("step"))
+    if raw.step_unit == "epoch":  # the step counts epochs: no schedule puts it on samples
+        accum, samples_at, tokens_at = None, samples_at.clear(points.height), \
+            tokens_at.clear(points.height)
+        points = points.with_columns(epoch=pl.coalesce("epoch", pl.col("step").cast(pl.Float64)))
     points = points.with_columns(
         micro_step=None if accum is None else pl.col("step") * accum,
         samples=pl.coalesce(pl.col("samples").round().cast(pl.Int64), samples_at),
@@ -169,7 +173,7 @@ def _tokens_from_samples(batch: BatchConfig) -> pl.Expr:
 
 def _optimizer_step(raw: RawLog, batch: BatchConfig, run: str) -> pl.Expr:
     step = pl.col("step")
-    if raw.step_unit in ("optimizer", "log_call"):
+    if raw.step_unit in ("optimizer", "log_call", "epoch"):  # epoch: the step is the epoch
         return step
     divisor = {"micro": batch.grad_accum, "samples": batch.global_batch,
                "tokens": batch.tokens_per_step}[raw.step_unit]

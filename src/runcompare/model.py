@@ -38,7 +38,7 @@ T = TypeVar("T")
 FACT_KINDS = ("hint", "inferred", "logged", "config", "user")
 
 #: What a source's step column counts.
-STEP_UNITS = ("optimizer", "micro", "log_call", "samples", "tokens")
+STEP_UNITS = ("optimizer", "micro", "log_call", "samples", "tokens", "epoch")
 
 #: The x axes a run can be drawn on (columns of ``Run.scalars``).
 AXES = ("step", "micro_step", "samples", "tokens", "epoch", "elapsed", "wall_time", "flops",

@@ -43,11 +43,17 @@ from ..textlog.layout import Layout, Piece
 __all__ = ["FORMAT", "claims", "read"]
 
 
-_ITER = r"^iter (?<step>\d+): loss (?<loss>\S+), time (?<time>\S+?)ms(?:, mfu (?<mfu>\S+?)%)?"
-_EVAL = r"^step (?<step>\d+): train loss (?<train>\S+), val loss (?<val>\S+)"
+#: A unit word may follow a loss (forks print ``loss 4.5735 BPC``).
+_UNIT = r"(?: [A-Za-z]+)?"
+_ITER = (rf"^iter (?<step>\d+): loss (?<loss>[^\s,]+){_UNIT}, time (?<time>\S+?)ms"
+         r"(?:, mfu (?<mfu>\S+?)%)?")
+_EVAL = (rf"^step (?<step>\d+): train loss (?<train>[^\s,]+){_UNIT}, "
+         r"val loss (?<val>[^\s,]+)")
 _CONFIG = r"^(?:Overriding: )?(?<key>[a-z_][a-z0-9_]*) = (?<value>[^#]*?)\s*(?:#.*)?$"
-_TOKENS = r"tokens per iteration will be: ([\d,]+)"
-_CLAIM = re.compile(r"^(?:iter \d+: loss [\d.]+, time|step \d+: train loss)", re.MULTILINE)
+#: The line that states the tokens of an iteration (the older train.py printed the second).
+_TOKENS = r"(?:tokens per iteration will be|total number of tokens per iteration): ([\d,]+)"
+_CLAIM = re.compile(r"^(?:iter \d+: loss [\d.]+(?: [A-Za-z]+)?, time|step \d+: train loss)"
+                    r"|^total number of tokens per iteration:", re.MULTILINE)
 _LAUNCH = ("Initializing a new model from scratch", "Resuming training from",
            "Initializing from OpenAI GPT-2 weights")
 #: Config keys reported as facts (nanoGPT name -> facts.CONFIG_KEYS key).

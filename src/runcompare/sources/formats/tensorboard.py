@@ -141,9 +141,35 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
     if scalars.is_empty():
         findings.append(Finding("warning", "no-scalars",
                                 f"{path}: no scalar in {len(decoded)} event file(s) yet"))
-    return RawLog(path=path, scalars=scalars, step_unit="optimizer",
+    scalars, aliases = _epoch_axis(scalars)
+    unit = _step_unit(scalars)
+    if unit == "epoch":
+        findings.append(Finding("info", "step-is-epoch",
+                                f"{path}: every tag is a Keras epoch_* tag, logged once an epoch "
+                                "with step = epoch; the step unit is epochs, not optimizer "
+                                "steps (compare on --x epoch)"))
+    return RawLog(path=path, scalars=scalars, step_unit=unit,
                   facts=_facts(legs.order), findings=findings,
-                  files=[d.path for d in legs.order], leg_starts=legs.starts)
+                  files=[d.path for d in legs.order], leg_starts=legs.starts, aliases=aliases)
+
+
+def _epoch_axis(scalars: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, str]]:
+    """An ``epoch`` tag (Lightning's TensorBoardLogger and Keras log one beside the metrics) as
+    the epoch axis (``train/epoch``), unless the run also logs ``train/epoch`` itself."""
+    tags = set(scalars.get_column("metric").unique().to_list())
+    if "epoch" not in tags or "train/epoch" in tags:
+        return scalars, {}
+    metric = pl.col("metric")
+    renamed = scalars.with_columns(metric=pl.when(metric == "epoch").then(pl.lit("train/epoch"))
+                                   .otherwise(metric))
+    return renamed, {"train/epoch": "epoch"}
+
+
+def _step_unit(scalars: pl.DataFrame) -> str:
+    """``epoch`` when every tag is a Keras ``epoch_*`` tag (step = epoch), else ``optimizer``."""
+    tags = scalars.get_column("metric").unique()
+    keras = tags.len() > 0 and bool(tags.str.starts_with("epoch_").all())
+    return "epoch" if keras else "optimizer"
 
 
 def _relative(root: Path, base: Path) -> str:
@@ -200,7 +226,8 @@ def _legs(root: Path, decoded: list[_Decoded]) -> _Legs:
         tags = set(ev.scalars.get_column("metric").unique().to_list())
         began = ev.first_wall if ev.first_wall is not None else leg_end
         if leg >= 0 and not opens and began < leg_end:
-            legs.concurrent.append((leg_file or d.path, d.path))
+            if tags:  # a file of no scalars (Keras' profile-empty marker) overlaps nothing
+                legs.concurrent.append((leg_file or d.path, d.path))
             leg_end = max(leg_end, ev.last_wall or leg_end)
         elif leg < 0 or opens or tags & seen:
             leg, leg_file, leg_end = leg + 1, d.path, ev.last_wall or began
