@@ -116,6 +116,10 @@ def test_a_world_size_hint_never_overrides_the_global_batch_the_rates_give():
              "world_size": Fact(8, "wandb-metadata.json: gpu_count (a hint)", "hint")}
     batch, findings = resolve_batch(facts)
     assert batch.global_batch.value == 16 and batch.world_size.value == 1
-    assert findings == []
+    assert [f.code for f in findings] == ["hint-conflict"]  # the inference and the hint differ
+    assert "world size 1" in findings[0].message and "hint of 8" in findings[0].message
     alone = {k: v for k, v in facts.items() if not k.startswith("train_")}
-    assert resolve_batch(alone)[0].global_batch.value == 4 * 4 * 8  # no better fact: the hint
+    batch, findings = resolve_batch(alone)  # no better fact: the hint, shown as one
+    assert batch.global_batch.value == 4 * 4 * 8 and batch.global_batch.kind == "hint"
+    assert [f.code for f in findings] == ["batch-from-hint"]
+    assert "--set world_size=N" in findings[0].message

@@ -114,13 +114,22 @@ def resolve_batch(facts: Mapping[str, Fact[Any]],
     config = BatchConfig(per_device_batch=micro, grad_accum=accum, world_size=world, **parallel)
     model_parallel = config.model_parallel
     stated = get("global_batch") or infer_global_batch(facts)
-    if world.kind == "hint" and stated is not None:
+    hint = world if world.kind == "hint" and world.value is not None else None
+    if hint is not None and stated is not None:
         world = UNKNOWN  # a hint (GPUs on the machine) never overrides a stated global batch
     product = _product(micro.value, accum.value,
                        None if world.value is None else world.value // model_parallel)
     if product is not None:
         derived = Fact(product, "derived: per_device_batch × grad_accum × data_parallel",
                        "inferred")
+        if hint is not None:  # shown as resting on the hint, never as a fact
+            derived = Fact(product, f"derived from a hint: per_device_batch × grad_accum × "
+                           f"world size {hint.value} ({hint.source})", "hint")
+            findings.append(Finding(
+                "warning", "batch-from-hint",
+                f"the global batch {product} rests on a world size of {hint.value} that is only "
+                f"a hint ({hint.source}); pass --set world_size=N (or global_batch=N) if the "
+                "run used another number of devices", run))
         if stated is not None and stated.value != product:
             code = "accum-overshoot" if product > stated.value else "batch-mismatch"
             findings.append(Finding(
@@ -132,6 +141,11 @@ def resolve_batch(facts: Mapping[str, Fact[Any]],
     else:
         global_batch = stated or UNKNOWN
         micro, accum, world = _complete(global_batch, micro, accum, world, model_parallel)
+        if hint is not None and world.value is not None and world.value != hint.value:
+            findings.append(Finding(
+                "info", "hint-conflict",
+                f"world size {world.value} ({world.source}) differs from the hint of "
+                f"{hint.value} ({hint.source}); the hint is not used", run))
     seq_len = get("seq_len", UNKNOWN)
     tokens = get("tokens_per_step")
     if tokens is None and global_batch.value is not None and seq_len.value is not None:

@@ -33,7 +33,11 @@ __all__ = ["FORMAT", "expand", "files", "output_lines", "read", "run_folders", "
 #: the summary, not the history) and counters.
 _SUMMARY_FACTS = {"train_samples_per_second": "train_samples_per_second",
                   "train_steps_per_second": "train_steps_per_second",
-                  "total_flos": "total_flos"}
+                  "total_flos": "total_flos",
+                  # transformers < 4.36 logged them under train/ (its W&B names)
+                  "train/train_samples_per_second": "train_samples_per_second",
+                  "train/train_steps_per_second": "train_steps_per_second",
+                  "train/total_flos": "total_flos"}
 
 
 def sniff(path: Path) -> bool:
@@ -177,11 +181,14 @@ def _facts(legs: list[Leg], scalars: pl.DataFrame, step: str) -> dict[str, Fact[
         facts.update(nested_facts(values, where=where))
         facts.update(facts_from_config(values, where=where, kind="config"))
     summary = {k: v for leg in legs for k, v in leg.summary.items()}
+    last = scalars.group_by("metric").agg(pl.col("value").last())  # the history's, if not there
+    logged = dict(last.filter(pl.col("metric").is_in(list(_SUMMARY_FACTS))).iter_rows())
     for key, name in _SUMMARY_FACTS.items():
-        value = summary.get(key)
+        value = summary.get(key, logged.get(key))
         if isinstance(value, (int, float)) and not isinstance(value, bool) \
                 and math.isfinite(value) and value > 0:
-            facts[name] = Fact(value, f"wandb summary: {key}", "logged")
+            where = "wandb summary" if key in summary else "wandb history: last"
+            facts[name] = Fact(value, f"{where}: {key}", "logged")
     tokens = scalars.filter(pl.col("metric") == "train/num_input_tokens_seen")["value"].max()
     if isinstance(tokens, float) and math.isfinite(tokens) and tokens > 0:
         facts["tokens_seen"] = Fact(int(tokens), "wandb history: last "
