@@ -57,6 +57,7 @@ _TRAIN_NAMES = {
     "decoupled learning rate": "train/decoupled_learning_rate",
     "global batch size": "train/global_batch_size",
     "elapsed time per iteration (ms)": "train/iteration_time_ms",
+    "elapsed time per iteration (s)": "train/iteration_time_s",
     "throughput per GPU (TFLOP/s/GPU)": "train/tflops_per_gpu", "loss scale": "train/loss_scale",
     "grad norm": "train/grad_norm", "num zeros": "train/num_zeros",
     "params norm": "train/params_norm", "number of skipped iterations": "train/skipped_iterations",
@@ -94,8 +95,10 @@ def _parse(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
     """Per chunk: train lines split into fields; validation, argument and restart lines kept."""
     text = pl.col("text")
     is_valid = text.str.contains("loss at ", literal=True)
+    # "iteration N/ M |" (the memory report's "(after N iterations) memory (MB) |" is not one)
     is_train = frame.select(text.str.contains("iteration", literal=True)
-                            & text.str.contains("|", literal=True) & ~is_valid).to_series()
+                            & text.str.contains("|", literal=True) & ~is_valid
+                            & text.str.contains(r"iteration\s+\d+\s*/")).to_series()
     # nearly every line of a long log is a train line: no filtering copies then
     every = bool(is_train.all())
     train = delimited_fields(frame if every else frame.filter(is_train), sep="|", kv=":")
@@ -114,8 +117,12 @@ def _parse(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
         step=pl.col("field_0").str.strip_chars().cast(pl.Int64, strict=False),
         total=pl.col("field_1").str.strip_chars().cast(pl.Int64, strict=False),
         wall_time=_stamp(train.get_column("head"))).drop("field_0", "field_1", "head")
-    train = train.with_columns(bad=pl.col("bad") | pl.col("failed") | pl.col("step").is_null()
-                               ).drop("failed")
+    # a train line ends every field with " |": one that does not was cut while it was written
+    cut = (frame if every else frame.filter(is_train)).filter(
+        ~text.str.strip_chars_end().str.ends_with("|")).get_column("line")
+    train = train.with_columns(cut=pl.col("line").is_in(cut.implode())).with_columns(
+        bad=pl.col("bad") | pl.col("failed") | pl.col("step").is_null() | pl.col("cut")
+    ).drop("failed")
     if train.get_column("bad").any():  # their text, for the finding
         texts = frame.join(train.filter("bad").select("line"), on="line", how="semi")
         train = train.join(texts, on="line", how="left")
@@ -198,8 +205,9 @@ def _assemble(path: Path, logs: list[Path], train: pl.DataFrame, other: pl.DataF
     if "text" not in train.columns:
         train = train.with_columns(text=pl.lit(None, pl.String))
     bad = train.filter("bad").select("line", "pos", "text")
-    if train.get_column("step").null_count():
-        train = train.filter(pl.col("step").is_not_null())
+    cut = pl.col("cut").fill_null(False) if "cut" in train.columns else pl.lit(False)
+    if train.get_column("step").null_count() or train.select(cut.any()).item():
+        train = train.filter(pl.col("step").is_not_null() & ~cut)  # a cut line gives nothing
     train = _legs(train.drop("text"), other)
     if train.is_empty():
         raise InputError(f"{path}: no Megatron-LM training line could be read (expected "

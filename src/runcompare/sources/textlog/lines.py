@@ -86,26 +86,26 @@ class Lines:
     #: The number of the last line when the file ends without its newline (a writer killed
     #: mid-line, or one that never ends its last line), else None.
     unterminated: int | None = None
-
-    def complete(self, path: Path) -> tuple[pl.DataFrame, list[Finding]]:
-        """``rows`` without an unterminated last line, with a ``damaged-input`` warning when
-        there was one: for formats whose writer ends every record with a newline (a CSV row,
-        an MLflow metric line), where such a line is cut."""
-        if self.unterminated is None:
-            return self.rows, []
-        return self.rows.filter(pl.col("line") != self.unterminated), [Finding(
-            "warning", "damaged-input",
-            f"{path}: line {self.unterminated} is cut off (the file ends mid-line, as when a "
-            "run is killed while writing); dropped it")]
+    #: The line cut off inside a number at the end of the file and the cut text, which was not
+    #: read (see :func:`_cut_tail`).
+    cut: tuple[int, str] | None = None
 
     def findings(self, path: Path) -> list[Finding]:
-        """An info finding when some lines were not valid UTF-8."""
-        if not self.garbled:
-            return []
-        return [Finding("info", "not-utf8",
-                        f"{path}: {self.garbled} of {self.count} lines hold bytes that are not "
-                        f"UTF-8 (first at line {self.first_garbled}); they were read with "
-                        "U+FFFD in place of those bytes")]
+        """An info finding when some lines were not valid UTF-8, a warning when the last line
+        was cut off inside a number."""
+        found = []
+        if self.garbled:
+            found.append(Finding("info", "not-utf8",
+                                 f"{path}: {self.garbled} of {self.count} lines hold bytes that "
+                                 f"are not UTF-8 (first at line {self.first_garbled}); they were "
+                                 "read with U+FFFD in place of those bytes"))
+        if self.cut is not None:
+            line, text = self.cut
+            found.append(Finding("warning", "damaged-input",
+                                 f"{path}: line {line} is cut off (the file ends inside a number, "
+                                 f"'{_snippet(text[-40:])}', as when a run is killed while "
+                                 "writing or is still running); dropped what was cut"))
+        return found
 
 
 def head(path: Path, size: int = HEAD_BYTES) -> str:
@@ -170,8 +170,13 @@ def record_lines(file: Path) -> tuple[pl.DataFrame, list[Finding]]:
     metric file): ``line`` and ``text``, blank lines and a cut-off last line left out (with a
     ``damaged-input`` warning)."""
     lines = read_lines(file, _non_blank)
-    rows, findings = lines.complete(file)
-    return rows, lines.findings(file) + findings
+    rows, findings = lines.rows, lines.findings(file)
+    if lines.unterminated is not None and lines.cut is None:  # such a writer ends every row
+        rows = rows.filter(pl.col("line") != lines.unterminated)
+        findings.append(Finding("warning", "damaged-input",
+                                f"{file}: line {lines.unterminated} is cut off (the file ends "
+                                "mid-line, as when a run is killed while writing); dropped it"))
+    return rows, findings
 
 
 def _non_blank(frame: pl.DataFrame) -> pl.DataFrame:
@@ -214,18 +219,48 @@ def read_lines(path: Path, parse: Callable[[pl.DataFrame], Parsed], *,
                 raise InputError(pointer)
             # the scanner reads a chunk where it lies, in a buffer of the worker's own
             read = _reader(handle, size, reuse=bool(layout) and _layout.NATIVE)
-            lines = _parse_chunks(list(_spans(handle, size)),
-                                  partial(_read_chunk, read=read, parse=parse, layout=layout,
-                                          merge=merge or into("rows")),
+            spans = list(_spans(handle, size))
+            tail, whole_line = _cut_tail(handle)
+            if tail:  # never read the cut number: a shorter last span
+                start, length = spans[-1]
+                spans[-1] = (start, length - len(tail))
+            lines = _parse_chunks(spans, partial(_read_chunk, read=read, parse=parse,
+                                                 layout=layout, merge=merge or into("rows")),
                                   workers or WORKERS)
             handle.seek(-1, io.SEEK_END)
             if handle.read(1) != b"\n":
-                lines.unterminated = lines.count
+                lines.unterminated = lines.count + (tail != b"" and whole_line)
+            if tail:
+                lines.cut = (lines.unterminated or lines.count, tail.decode("utf-8", "replace"))
             return lines
     except OSError as exc:
         raise InputError(f"{path}: cannot be read ({exc.strerror})") from exc
     except pl.exceptions.PolarsError as exc:
         raise InputError(f"{path}: cannot be parsed as text ({exc})") from exc
+
+
+#: How the end of a line cut off mid-number looks: a digit, a decimal point, a sign, or the
+#: ``e`` of an exponent after a digit (``lm loss: 8.`` of 8.486469, ``lr 3.0`` of 3.00e-04).
+_CUT = re.compile(rb"(?:[0-9.+-]|[0-9][eE])\Z")
+
+
+def _cut_tail(handle: io.BufferedReader) -> tuple[bytes, bool]:
+    """The bytes after the file's last newline or carriage return when the file ends inside a
+    number (a line cut off while it was written: the value is damage, not a point), and
+    whether they are a whole line (after a newline) rather than its last ``\\r`` segment;
+    ``b""`` when the file ends with a newline or with anything else (``%``, ``]``, ``}``, a
+    word: the line may be whole, as consoles leave a last line unended)."""
+    end = handle.seek(0, io.SEEK_END)
+    start = max(0, end - _PROBE)
+    handle.seek(start)
+    data = handle.read()
+    after = max(data.rfind(b"\n"), data.rfind(b"\r")) + 1
+    if after == 0 and start > 0:
+        return b"", False  # a last line longer than the probe: left as it is
+    tail = data[after:]
+    if not _CUT.search(tail):
+        return b"", False
+    return tail, after == 0 or data[after - 1:after] == b"\n"
 
 
 def _spans(handle: io.BufferedReader, size: int) -> Iterator[tuple[int, int]]:
