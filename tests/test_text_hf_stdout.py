@@ -155,10 +155,16 @@ def test_without_bar_and_info_block_a_resume_of_4x_counts_from_the_resume_step(t
     assert _stdout_points(raw) == _stdout_points(REGISTRY["hf-stdout"].read_at(DATA / "hf_resumed"))
 
 
-def test_a_wrong_logging_steps_is_reported_and_the_bar_wins():
+def test_a_stated_logging_steps_wins_over_the_bar_and_the_disagreement_is_reported():
+    """--set comes before what the log shows (README: priority); the bar's steps and the
+    logged epoch both say that the stated value does not fit."""
     raw = REGISTRY["hf-stdout"].read_at(SAMPLES / "attn", hints={"logging_steps": 4})
-    assert [f.code for f in raw.findings] == ["step-mismatch"]
-    assert raw.scalars.filter(metric="train/loss").get_column("step")[0] == 5
+    assert [f.code for f in raw.findings] == ["step-mismatch", "epoch-mismatch"]
+    assert "using the logging_steps you stated" in raw.findings[0].message
+    steps = raw.scalars.filter(metric="train/loss").get_column("step").to_list()
+    assert steps == [4 * k for k in range(1, len(steps) + 1)]
+    plain = REGISTRY["hf-stdout"].read_at(SAMPLES / "attn", hints={"logging_steps": 5})
+    assert [f.code for f in plain.findings] == []  # the right value: nothing to say
 
 
 def test_a_bar_over_micro_steps_is_divided_by_the_accumulation(tmp_path):

@@ -126,10 +126,11 @@ def _layout_dicts(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame] | Non
         "off": np.repeat(split.get_column("off").to_numpy(), n),
         "key": pl.Series(keys).gather(np.tile(np.arange(n), split.height)),
         "value": np.column_stack([split.get_column(c).to_numpy() for c in values]).ravel()})
-    epoch = f"v{keys.index('epoch')}" if "epoch" in keys else None
+    own = {key: pl.col(f"v{keys.index(key)}") if key in keys else pl.lit(None, pl.Float64)
+           for key in ("epoch", "step")}
     events = split.select(
         "line", "off", "bar_before", snippet=pl.lit(None, pl.String), bad=pl.lit(False),
-        epoch=pl.col(epoch) if epoch else pl.lit(None, pl.Float64), kind=pl.lit(_kind(keys)))
+        epoch=own["epoch"], own_step=own["step"], kind=pl.lit(_kind(keys)))
     return events, pairs
 
 
@@ -169,8 +170,9 @@ def _kinds(pairs: pl.DataFrame) -> pl.DataFrame:
     per = pairs.group_by("line", "off").agg(
         summary=(key == "train_runtime").any(), eval=key.str.starts_with("eval_").any(),
         test=(key.str.starts_with("test_") | key.str.starts_with("predict_")).any(),
-        train=(key == "loss").any(), epoch=pl.col("value").filter(key == "epoch").first())
+        train=(key == "loss").any(), epoch=pl.col("value").filter(key == "epoch").first(),
+        own_step=pl.col("value").filter(key == "step").first())
     kind = (pl.when("summary").then(pl.lit("summary")).when("eval").then(pl.lit("eval"))
             .when("test").then(pl.lit("test")).when("train").then(pl.lit("train"))
             .otherwise(pl.lit("other")))
-    return per.select("line", "off", "epoch", kind=kind)
+    return per.select("line", "off", "epoch", "own_step", kind=kind)

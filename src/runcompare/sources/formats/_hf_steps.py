@@ -105,12 +105,17 @@ def _logging_steps(per: pl.DataFrame, info: dict[str, Any], hints: dict[str, Any
 
 def _counted(per: pl.DataFrame, logging_steps: int | None, hints: dict[str, Any],
              findings: list[Finding], file: Path) -> pl.DataFrame:
-    """Steps from the progress bar, else from logging_steps / eval_steps counting."""
-    out = per.with_columns(step=pl.col("bar_step"))
+    """Steps from a dict's own ``step`` key, else logging_steps / eval_steps counting when the
+    user stated them (``--set`` comes before what the log shows), else the progress bar, else
+    counting with an inferred logging_steps."""
+    own = pl.col("own_step") if "own_step" in per.columns else pl.lit(None, pl.Float64)
+    own = pl.when(own == own.round()).then(own).cast(pl.Int64)
+    out = per.with_columns(step=pl.coalesce(own, "bar_step"))
     for kind, key, every in (("train", "logging_steps", logging_steps),
                              ("eval", "eval_steps", _int(hints.get("eval_steps")))):
         if every is None:
             continue
+        stated = every == _int(hints.get(key))
         is_kind = pl.col("kind") == kind
         k = _in_leg(is_kind.cast(pl.Int64).cum_sum(), per)
         out = out.with_columns(counted=pl.when(is_kind).then((pl.col("start") // every + k)
@@ -118,12 +123,13 @@ def _counted(per: pl.DataFrame, logging_steps: int | None, hints: dict[str, Any]
         wrong = out.filter(pl.col("counted") != pl.col("bar_step"))
         if wrong.height:
             row = wrong.row(0, named=True)
+            used = f"using the {key} you stated" if stated else "using the progress bar"
             findings.append(Finding(
                 "warning", "step-mismatch",
                 f"{file}: {key}={every} puts {wrong.height} {kind} logs at other steps than the "
-                f"progress bar (first: step {row['counted']} vs {row['bar_step']}); using the "
-                "progress bar"))
-        out = out.with_columns(step=pl.coalesce("step", "counted")).drop("counted")
+                f"progress bar (first: step {row['counted']} vs {row['bar_step']}); {used}"))
+        order = [own, "counted", "step"] if stated else ["step", "counted"]
+        out = out.with_columns(step=pl.coalesce(*order)).drop("counted")
     train = pl.when(pl.col("kind") == "train")
     prev_step = _in_leg(train.then("step").forward_fill(), per)
     prev_epoch = _in_leg(train.then("epoch").forward_fill(), per)

@@ -101,7 +101,8 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None,
     # each chunk's events are in (line, off) order, and chunks and files come in order; one
     # copy into whole columns makes the many passes over the events cheaper
     events = pl.concat(events, how="diagonal_relaxed", rechunk=True)
-    return _assemble(path, logs, _with_bars(events, pl.concat(marks, rechunk=True)),
+    marks = pl.concat(marks, rechunk=True)
+    return _assemble(path, logs, _with_bars(events, marks), marks,
                      pl.concat(pairs), pl.concat(values, how="diagonal_relaxed", rechunk=True),
                      findings, dict(hints or {}))
 
@@ -113,8 +114,10 @@ def _parse(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
     its first bar). Lines of nothing but bar redraws, most of a long log, are only scanned for
     literals and their first bar."""
     text = pl.col("text")
-    has_dict = text.str.contains("{'", literal=True)
     before = text.str.split_exact("{'", 0).struct.field("field_0")
+    # a dict inside a printed list, call or assignment (trainer.state.log_history,
+    # TrainOutput(..., metrics={...})) repeats what was logged: not a log entry
+    has_dict = text.str.contains("{'", literal=True) & ~before.str.contains(r"[\[=(,]\s*$")
     # each regex of the other events holds a literal: only lines holding it are searched
     hints = {"reset": text.str.contains("| 0/", literal=True),
              "info": text.str.contains(" = ", literal=True),
@@ -125,8 +128,12 @@ def _parse(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
         bar_before=before.str.contains("it/s", literal=True)
         | before.str.contains("s/it", literal=True),
         other=pl.any_horizontal(*hints.values()))
+    # a log pasted without its \r: the bar printed right before the dict on its line is its own
+    pasted = pl.col("has_dict") & ~text.str.contains("\r", literal=True) \
+        & before.str.contains(r"\d+/\d+ \[[^\]]*\]\s*$")
     marks = frame.select("line", "has_dict", n=pl.col("bar").struct.field("n").cast(pl.Int64),
-                         total=pl.col("bar").struct.field("total").cast(pl.Int64))
+                         total=pl.col("bar").struct.field("total").cast(pl.Int64),
+                         pasted=pasted)
     marks = marks.filter(pl.col("has_dict") | pl.col("n").is_not_null())
     rows = frame.filter(pl.col("has_dict") | pl.col("other"))
     dicts, pairs = read_dicts(rows.filter("has_dict"))
@@ -160,9 +167,9 @@ def _dict_line_layout(sample: str) -> Layout | None:
     """The layout of a line of progress bars ending in one Trainer dict: the first bar's
     count and total, the dict's offset on the line and its values (one column per key, in
     the printed order); the bar redraws between them are skipped. None for another line."""
-    if sample.count("{'") != 1 or not sample.rstrip().endswith("}") \
+    if sample.count("{'") != 1 or not sample.rstrip().endswith("}") or "\r" not in sample \
             or any(guard in sample for guard in _GUARDS):
-        return None
+        return None  # a line pasted without its \r is the polars parser's (its bar is its own)
     before, entries = sample.split("{'", 1)
     bar = re.search(r"(\d+)/(\d+) \[", before)
     opening = before.find("|", 0, bar.start()) if bar else -1
@@ -204,10 +211,13 @@ def _merge(parsed: _lines.Parsed, scanned: list[pl.DataFrame]) -> _lines.Parsed:
     events, marks, values = [parsed["events"]], [parsed["marks"]], []
     for rows in scanned:
         keys = [c for c in rows.columns if c.startswith(_VALUE)]
-        epoch = pl.col(_VALUE + "epoch") if _VALUE + "epoch" in keys else pl.lit(None, pl.Float64)
-        events.append(rows.select("line", "off", "bar_before", "snippet", "bad", epoch=epoch,
-                                  kind="kind", ev=pl.lit("dict")))
-        marks.append(rows.select("line", has_dict=pl.lit(True), n="n", total="total"))
+        own = {key: pl.col(_VALUE + key) if _VALUE + key in keys else pl.lit(None, pl.Float64)
+               for key in ("epoch", "step")}
+        events.append(rows.select("line", "off", "bar_before", "snippet", "bad",
+                                  epoch=own["epoch"], own_step=own["step"], kind="kind",
+                                  ev=pl.lit("dict")))
+        marks.append(rows.select("line", has_dict=pl.lit(True), n="n", total="total",
+                                 pasted=pl.lit(False)))
         values.append(rows.select("line", "off", *keys))
     return {"events": _lines.in_order(events, "line", "off"), "pairs": parsed["pairs"],
             "values": _lines.in_order(values, "line"), "marks": _lines.in_order(marks, "line")}
@@ -218,6 +228,12 @@ def _with_bars(events: pl.DataFrame, marks: pl.DataFrame) -> pl.DataFrame:
     the line after each dict, and ``glued``: a dict with no bar before it on its line right
     after a line with a dict (stdout came in blocks)."""
     after = _on_line(events.select(pos=pl.col("pos") + 1), marks)
+    if marks.get_column("pasted").any():  # the bar on the dict's own line where it was pasted
+        here = _on_line(events.select("pos"), marks)
+        own = here.get_column("pasted").fill_null(False)
+        after = after.with_columns(n=pl.when(own).then(here.get_column("n")).otherwise("n"),
+                                   total=pl.when(own).then(here.get_column("total"))
+                                   .otherwise("total"))
     is_dict = pl.col("ev") == "dict"
     events = events.with_columns(n=pl.when(is_dict).then(after.get_column("n")),
                                  total=pl.when(is_dict).then(after.get_column("total")))
@@ -239,8 +255,9 @@ def _on_line(lines: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
                         if c != "pos")
 
 
-def _assemble(path: Path, logs: list[Path], events: pl.DataFrame, pairs: pl.DataFrame,
-              values: pl.DataFrame, findings: list[Finding], hints: dict[str, Any]) -> RawLog:
+def _assemble(path: Path, logs: list[Path], events: pl.DataFrame, marks: pl.DataFrame,
+              pairs: pl.DataFrame, values: pl.DataFrame, findings: list[Finding],
+              hints: dict[str, Any]) -> RawLog:
     bad = events.filter(pl.col("bad").fill_null(False)).select("line", text="snippet")
     dicts = events.filter(pl.col("ev").eq("dict") & ~pl.col("bad"))
     if dicts.is_empty():
@@ -252,6 +269,9 @@ def _assemble(path: Path, logs: list[Path], events: pl.DataFrame, pairs: pl.Data
     steps, step_findings = _hf_steps.steps(events, info, hints, logs[0])
     findings += step_findings
     findings += _hf_steps.epoch_check(steps, info, logs[0])
+    # a dict's own 'step' key is its step, not a metric
+    pairs = pairs.filter(pl.col("key") != "step")
+    values = values.drop(_VALUE + "step", strict=False)
     names = _names(pairs, values)
     scalars = pl.concat([_points(pairs, steps, names), _value_points(values, steps, names)])
     finding = _lines.unparsed_finding(logs[0] if len(logs) == 1 else path, bad,
@@ -259,7 +279,8 @@ def _assemble(path: Path, logs: list[Path], events: pl.DataFrame, pairs: pl.Data
     findings += [finding] if finding else []
     aliases = {name: key for key, name in names.items()}
     return RawLog(path=path, scalars=scalars, step_unit="optimizer",
-                  facts=_facts(info, steps, pairs, values, logs), findings=findings, files=logs,
+                  facts=_facts(info, steps, marks, pairs, values, logs), findings=findings,
+                  files=logs,
                   aliases=aliases, leg_starts=_leg_starts(events))
 
 
@@ -360,15 +381,21 @@ def _leg_starts(events: pl.DataFrame) -> dict[int, int]:
     return {leg: step + 1 for leg, step in resume.iter_rows() if leg > 0}
 
 
-def _facts(info: dict[str, Any], per: pl.DataFrame, pairs: pl.DataFrame, values: pl.DataFrame,
-           logs: list[Path]) -> dict[str, Fact[Any]]:
-    """The INFO block's numbers, the last step, and the summary's rates (for inference)."""
+def _facts(info: dict[str, Any], per: pl.DataFrame, marks: pl.DataFrame, pairs: pl.DataFrame,
+           values: pl.DataFrame, logs: list[Path]) -> dict[str, Fact[Any]]:
+    """The INFO block's numbers, the last step (of the dicts, or further on the training bar
+    over Total optimization steps), and the summary's rates (for inference)."""
     where = logs[-1].name
     labels = {name: label for label, name in INFO.items()}
     facts: dict[str, Fact[Any]] = {name: Fact(value, f"{where}: {labels[name]}", "logged")
                                    for name, value in info.items() if value}
     facts["global_step"] = Fact(int(per.get_column("step").max()),  # type: ignore[arg-type]
                                 f"{where}: last step of the Trainer's log dicts")
+    total = info.get("max_steps")
+    bar = marks.filter(pl.col("total") == total).get_column("n").max() if total else None
+    if isinstance(bar, int) and bar > facts["global_step"].value:
+        facts["global_step"] = Fact(bar, f"{where}: last count of the training bar ({bar}/"
+                                    f"{total})")
     summary = per.filter(kind="summary").tail(1)
     if summary.height and "global_batch" not in facts:
         rates = pairs.join(summary.select("pos", "off"), on=["pos", "off"]).filter(
