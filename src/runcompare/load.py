@@ -85,17 +85,21 @@ def load_many(paths: Iterable[str | Path], *, source: str | None = None,
 def expand(path: Path, *, source: str | None = None) -> list[tuple[Path, str, bool]]:
     """The runs under ``path``: root, default name, and whether the source may name it.
 
-    A path that a single-run format claims (an HF output dir) is one run named after its
-    folder; otherwise the format that sees the most runs there (a TensorBoard logdir with one
-    subfolder per run, a ``wandb/`` folder) splits it, each run named by its source (a W&B
-    display name) or else after its subfolder.
+    Every format found there names the run roots it sees (a format that cannot hold several
+    runs reads ``path`` itself); a root inside another is part of it (an HF output dir's
+    ``runs/`` TensorBoard logs). Two or more roots are that many runs, each named by its
+    source (a W&B display name) or else after its subfolder; one is the run ``path`` is,
+    named after its folder. A folder holding HF output dirs beside TensorBoard runs gives
+    all of them.
     """
     formats = [f for f in detect(path, source=source).values() if not f.facts_only]
-    splits = [fmt.expand(path) for fmt in formats if fmt.expand is not None]
-    if len(splits) < len(formats) or not splits or max(map(len, splits)) < 2:
+    roots = list(dict.fromkeys(root for fmt in formats
+                               for root in (fmt.expand(path) if fmt.expand else [path])))
+    outer = [root for root in roots
+             if not any(other != root and other in root.parents for other in roots)]
+    if len(outer) < 2:
         return [(path, _folder_name(path), False)]
-    roots = max(splits, key=len)
-    return [(root, _relative_name(root, path), True) for root in roots]
+    return [(root, _relative_name(root, path), True) for root in outer]
 
 
 def _given(path: Path) -> tuple[Path, str, bool]:

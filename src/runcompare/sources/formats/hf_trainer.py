@@ -26,7 +26,7 @@ from ..codecs.files import lfs_message
 from ..format import Format
 from ..naming import canonical
 
-__all__ = ["FORMAT", "files", "read"]
+__all__ = ["FORMAT", "expand", "files", "read"]
 
 STATE = "trainer_state.json"
 #: checkpoint-N/, and last-checkpoint/ (the Hub's layout with hub_strategy="checkpoint").
@@ -87,6 +87,14 @@ def files(path: Path) -> list[Path]:
     found = [path / STATE] if (path / STATE).is_file() else []
     checkpoints = [p for p in path.glob(f"*/{STATE}") if _CHECKPOINT.fullmatch(p.parent.name)]
     return found + sorted(checkpoints, key=_order)
+
+
+def expand(path: Path) -> list[Path]:
+    """The output dirs at ``path``: itself when it is one, else its subfolders that are (a
+    folder of runs), in name order."""
+    if files(path) or not path.is_dir():
+        return [path] if files(path) else []
+    return sorted(child for child in path.iterdir() if child.is_dir() and files(child))
 
 
 def _order(state: Path) -> int:
@@ -203,5 +211,6 @@ def _facts(state: dict[str, Any], history: list[Any], file: Path) -> dict[str, F
 
 FORMAT = Format(
     "hf-trainer",
-    "an HF Trainer output dir: trainer_state.json at its root or in checkpoint-N/",
-    read=read, files=files)
+    "an HF Trainer output dir (or a folder of them): trainer_state.json at its root or in "
+    "checkpoint-N/",
+    read=read, files=files, sniff=lambda path: bool(expand(path)), expand=expand)

@@ -88,8 +88,7 @@ def files(path: Path) -> list[Path]:
 def expand(path: Path) -> list[Path]:
     """The run roots under ``path``: one per folder of event files, except that restart
     folders and hparams folders belong to their parent run (see the module docstring)."""
-    runs = _runs(path)
-    return sorted(runs) if len(runs) > 1 else [path]
+    return sorted(_runs(path))
 
 
 def _runs(path: Path) -> dict[Path, list[Path]]:
