@@ -52,9 +52,10 @@ def _count_sources(raw: RawLog, batch: BatchConfig) -> dict[str, str]:
     logged = set(raw.scalars.get_column("metric").unique().to_list())
     out = {}
     for column, per_step in (("samples", batch.global_batch), ("tokens", batch.tokens_per_step)):
-        counter = next(m for m, c in AXIS_METRICS.items() if c == column)
+        counter = next((m for m, c in AXIS_METRICS.items() if c == column and m in logged),
+                       None)
         samples = "train/consumed_samples"
-        if counter in logged:
+        if counter is not None:
             out[column] = f"logged counter {raw.aliases.get(counter, counter)}"
         elif column == "tokens" and samples in logged and batch.seq_len.value is not None:
             out[column] = f"logged counter {raw.aliases.get(samples, samples)} × seq_len"

@@ -48,6 +48,7 @@ AXES = ("step", "micro_step", "samples", "tokens", "epoch", "elapsed", "wall_tim
 AXIS_METRICS = {
     "train/epoch": "epoch",
     "train/num_input_tokens_seen": "tokens",
+    "train/num_tokens": "tokens",  # TRL's trainers: tokens processed so far
     "train/consumed_samples": "samples",
 }
 

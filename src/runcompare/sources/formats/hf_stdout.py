@@ -67,9 +67,14 @@ INFO = {
     "Total train batch size (w. parallel, distributed & accumulation)": "global_batch",
     "Gradient Accumulation steps": "grad_accum", "Total optimization steps": "max_steps",
     "Number of trainable parameters": "trainable_parameters",
+    # unsloth's banner, which it prints in place of the Trainer's INFO block
+    "Batch size per device": "per_device_batch", "Gradient accumulation steps": "grad_accum",
+    "Total steps": "max_steps", "Total batch size": "global_batch",
 }
+#: Labels printed with their arithmetic after them (unsloth's "Total batch size (2 x 2 x 1)").
+_WORKED = r"(?: \([\d x*×]+\))?"
 _INFO = "(?<label>" + "|".join(k.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")
-                               for k in INFO) + r") = (?<amount>[\d,]+)"
+                               for k in INFO) + rf"){_WORKED} = (?<amount>[\d,]+)"
 _RESUME = r"(?:Continuing training from|Resuming training from checkpoint with epoch \d+ and) " \
           r"global step (\d+)"
 _BAR = r"(?<n>\d+)/(?<total>\d+) \["
@@ -138,10 +143,11 @@ def _parse(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
     rows = frame.filter(pl.col("has_dict") | pl.col("other"))
     dicts, pairs = read_dicts(rows.filter("has_dict"))
     reset = text.str.extract(r"\| 0/(\d+) \[", 1).cast(pl.Int64)
-    others = rows.filter("other").select(
+    others = rows.filter("other").select(  # a line may hold several labels (unsloth's)
         "line", off=pl.lit(-2, pl.Int64), reset=reset,
-        launch=text.str.contains(LAUNCH, literal=True), info=text.str.extract_groups(_INFO),
-        resume=text.str.extract(_RESUME, 1).cast(pl.Int64)).unnest("info")
+        launch=text.str.contains(LAUNCH, literal=True), info=text.str.extract_all(_INFO),
+        resume=text.str.extract(_RESUME, 1).cast(pl.Int64)).explode("info")
+    others = others.with_columns(pl.col("info").str.extract_groups(_INFO)).unnest("info")
     others = others.filter(pl.col("reset").is_not_null() | pl.col("launch")
                            | pl.col("label").is_not_null() | pl.col("resume").is_not_null())
     events = pl.concat([dicts.with_columns(ev=pl.lit("dict")),
