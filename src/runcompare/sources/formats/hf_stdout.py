@@ -146,7 +146,7 @@ def _parse(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
     others = rows.filter("other").select(  # a line may hold several labels (unsloth's)
         "line", off=pl.lit(-2, pl.Int64), reset=reset,
         launch=text.str.contains(LAUNCH, literal=True), info=text.str.extract_all(_INFO),
-        resume=text.str.extract(_RESUME, 1).cast(pl.Int64)).explode("info")
+        resume=text.str.extract(_RESUME, 1).cast(pl.Int64)).explode("info", empty_as_null=True)
     others = others.with_columns(pl.col("info").str.extract_groups(_INFO)).unnest("info")
     others = others.filter(pl.col("reset").is_not_null() | pl.col("launch")
                            | pl.col("label").is_not_null() | pl.col("resume").is_not_null())
@@ -271,7 +271,7 @@ def _assemble(path: Path, logs: list[Path], events: pl.DataFrame, marks: pl.Data
                          "{'loss': '2.346', 'learning_rate': '4.9e-05', 'epoch': '0.01'})")
     events = events.filter(pl.col("ev").ne("dict") | ~pl.col("bad"))
     events = events.with_columns(_legs(events))
-    info = _info(events)
+    info, labels = _info(events)
     steps, step_findings = _hf_steps.steps(events, info, hints, logs[0])
     findings += step_findings
     findings += _hf_steps.epoch_check(steps, info, logs[0])
@@ -285,7 +285,8 @@ def _assemble(path: Path, logs: list[Path], events: pl.DataFrame, marks: pl.Data
     findings += [finding] if finding else []
     aliases = {name: key for key, name in names.items()}
     return RawLog(path=path, scalars=scalars, step_unit="optimizer",
-                  facts=_facts(info, steps, marks, pairs, values, logs), findings=findings,
+                  facts=_facts(info, labels, steps, marks, pairs, values, logs),
+                  findings=findings,
                   files=logs,
                   aliases=aliases, leg_starts=_leg_starts(events))
 
@@ -372,13 +373,15 @@ def _legs(events: pl.DataFrame) -> pl.Series:
     return _lines.number_legs(rows, launch="launch", stepped="stepped", points="dicts")
 
 
-def _info(events: pl.DataFrame) -> dict[str, Any]:
-    """Fact name -> value from the INFO blocks: in each leg the first line of a label (an
-    evaluation block later prints its own "Num examples"); the last leg's value wins."""
+def _info(events: pl.DataFrame) -> tuple[dict[str, Any], dict[str, str]]:
+    """Fact name -> value from the INFO blocks, and -> the label printed: in each leg the first
+    line of a label (an evaluation block later prints its own "Num examples"); the last leg's
+    value wins."""
     rows = events.filter(pl.col("label").is_not_null() & pl.col("amount").is_not_null())
     rows = rows.group_by("leg", "label", maintain_order=True).first().sort("leg")
-    return {INFO[label]: int(amount.replace(",", "")) for label, amount in
-            rows.select("label", "amount").iter_rows()}
+    rows = rows.select("label", "amount").rows()
+    return ({INFO[label]: int(amount.replace(",", "")) for label, amount in rows},
+            {INFO[label]: label for label, _ in rows})
 
 
 def _leg_starts(events: pl.DataFrame) -> dict[int, int]:
@@ -387,12 +390,12 @@ def _leg_starts(events: pl.DataFrame) -> dict[int, int]:
     return {leg: step + 1 for leg, step in resume.iter_rows() if leg > 0}
 
 
-def _facts(info: dict[str, Any], per: pl.DataFrame, marks: pl.DataFrame, pairs: pl.DataFrame,
-           values: pl.DataFrame, logs: list[Path]) -> dict[str, Fact[Any]]:
+def _facts(info: dict[str, Any], labels: dict[str, str], per: pl.DataFrame,
+           marks: pl.DataFrame, pairs: pl.DataFrame, values: pl.DataFrame,
+           logs: list[Path]) -> dict[str, Fact[Any]]:
     """The INFO block's numbers, the last step (of the dicts, or further on the training bar
     over Total optimization steps), and the summary's rates (for inference)."""
     where = logs[-1].name
-    labels = {name: label for label, name in INFO.items()}
     facts: dict[str, Fact[Any]] = {name: Fact(value, f"{where}: {labels[name]}", "logged")
                                    for name, value in info.items() if value}
     facts["global_step"] = Fact(int(per.get_column("step").max()),  # type: ignore[arg-type]
