@@ -23,7 +23,7 @@ import polars as pl
 
 from .display import fmt
 from .errors import MissingInfoError
-from .model import AXIS_METRICS, SCALAR_SCHEMA, BatchConfig, Fact, RawLog
+from .model import AXIS_METRICS, KEPT_COUNTERS, SCALAR_SCHEMA, BatchConfig, Fact, RawLog
 
 __all__ = ["FLOP_COUNTERS", "axis_sources", "flops_at", "normalize", "schedule"]
 
@@ -112,7 +112,7 @@ def normalize(raw: RawLog, batch: BatchConfig, *, run: str,
     """The tidy frame of :data:`SCALAR_SCHEMA` for one run: every raw point, all axes."""
     frame = raw.scalars.with_columns(step=_optimizer_step(raw, batch, run))
     counters = frame.filter(pl.col("metric").is_in(list(AXIS_METRICS)))
-    points = frame.filter(~pl.col("metric").is_in(list(AXIS_METRICS)))
+    points = frame.filter(~pl.col("metric").is_in(list(AXIS_METRICS.keys() - KEPT_COUNTERS)))
     per_step = (counters.with_columns(pl.col("metric").replace_strict(AXIS_METRICS))
                 .group_by("step", "metric").agg(pl.col("value").last())
                 .pivot(on="metric", index="step", values="value"))

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AXES",
     "AXIS_METRICS",
+    "KEPT_COUNTERS",
     "FACT_KINDS",
     "RAW_SCHEMA",
     "SCALAR_SCHEMA",
@@ -48,9 +49,12 @@ AXES = ("step", "micro_step", "samples", "tokens", "epoch", "elapsed", "wall_tim
 AXIS_METRICS = {
     "train/epoch": "epoch",
     "train/num_input_tokens_seen": "tokens",
-    "train/num_tokens": "tokens",  # TRL's trainers: tokens processed so far
+    "train/num_tokens": "tokens",  # TRL's trainers: tokens processed so far (kept a metric)
     "train/consumed_samples": "samples",
 }
+#: Counters of :data:`AXIS_METRICS` that stay metrics too (TRL logs ``num_tokens`` beside its
+#: metrics, and its readers show it as one).
+KEPT_COUNTERS = frozenset({"train/num_tokens"})
 
 #: Columns of ``RawLog.scalars``: one row per logged point, step in the source's unit,
 #: ``leg`` numbers the resumed legs of one run (0 for the first).
