@@ -208,7 +208,9 @@ def _varints(buf: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
     """Values of the varints at positions ``at``, the positions after them, and a mask of
     those longer than 5 bytes (never a valid length here) or running past ``buf``."""
     value, after = varint(buf, at)
-    return value.astype(np.int64), after, (after - at > 5) | (after > len(buf))
+    bad = (after - at > 5) | (after > len(buf))
+    # a bad one's value is 0, its position at most 5 bytes on: never an index out of the buffer
+    return np.where(bad, 0, value.astype(np.int64)), np.minimum(after, at + 5), bad
 
 
 def _field(buf: np.ndarray, at: np.ndarray,
