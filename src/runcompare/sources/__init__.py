@@ -20,6 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import InputError, NoLogsFoundError, UsageError
+from .codecs.files import LFS_POINTER, lfs_message
 from .format import Format, settle_claims
 from .formats import (
     axolotl,
@@ -74,9 +75,28 @@ def detect(path: Path, *, source: str | None = None) -> dict[str, Format]:
     names = [source] if source else list(REGISTRY)
     found = {name: REGISTRY[name] for name in names if REGISTRY[name].finds(path)}
     if not found:
+        pointer = _lfs_pointer(path)
+        if pointer is not None:
+            raise InputError(pointer)
         looked_for = "; ".join(f"{name}: {REGISTRY[name].describe}" for name in names)
         raise NoLogsFoundError(f"{path}: no training logs found (looked for {looked_for})")
     return _one_reader_per_file(found, path)
+
+
+def _lfs_pointer(path: Path) -> str | None:
+    """What to say when ``path`` (or a file in the folder ``path``) is a Git LFS pointer."""
+    candidates = [path] if path.is_file() else sorted(path.iterdir()) if path.is_dir() else []
+    for file in candidates[:200]:
+        if not file.is_file():  # a folder, or a FIFO that would never answer
+            continue
+        try:
+            with file.open("rb") as handle:
+                message = lfs_message(file, handle.read(len(LFS_POINTER)))
+        except OSError:
+            continue
+        if message is not None:
+            return message
+    return None
 
 
 def _one_reader_per_file(found: dict[str, Format], path: Path) -> dict[str, Format]:
