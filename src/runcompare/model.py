@@ -21,8 +21,8 @@ if TYPE_CHECKING:
 __all__ = [
     "AXES",
     "AXIS_METRICS",
-    "KEPT_COUNTERS",
     "FACT_KINDS",
+    "KEPT_COUNTERS",
     "RAW_SCHEMA",
     "SCALAR_SCHEMA",
     "STEP_UNITS",
