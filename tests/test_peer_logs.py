@@ -270,3 +270,49 @@ def test_a_git_lfs_pointer_says_it_is_one(cli, tmp_path, name):
     assert result.exit_code == 1 and "Git LFS pointer" in result.stderr
     assert "git lfs pull" in result.stderr and "Traceback" not in result.stderr
 
+
+
+# -- 6. W&B exports --------------------------------------------------------------------------
+
+PANEL = DATA / "wandb_export" / "ui" / "by_global_step" / "train_loss.csv"
+
+
+def test_a_panel_the_web_app_cut_at_its_row_limit_says_so(tmp_path):
+    """The real panel export, its rows repeated on further steps up to the app's 10,000."""
+    header, *rows = PANEL.read_text().splitlines()
+    values = [row.split(",", 1)[1] for row in rows]
+    body = [f'"{5 * (i + 1)}",{values[i % len(values)]}' for i in range(10_000)]
+    (tmp_path / "train_loss.csv").write_text("\n".join([header, *body]) + "\n")
+    runs = rc.load_many([tmp_path / "train_loss.csv"], cache=False)
+    assert all("panel-cut" in [f.code for f in run.findings] for run in runs)
+    assert "panel-cut" not in [f.code for run in rc.load_many([PANEL], cache=False)
+                               for f in run.findings]
+
+
+def test_a_panel_on_an_epoch_axis_is_on_the_epoch_unit(tmp_path):
+    """The real panel export with its x-axis renamed as a Keras or Lightning run's epoch."""
+    header, *rows = PANEL.read_text().splitlines()
+    epochs = [f'"{i}",' + row.split(",", 1)[1] for i, row in enumerate(rows)]
+    (tmp_path / "loss.csv").write_text("\n".join(['"epoch"' + header[len('"train/global_step"'):],
+                                                  *epochs]) + "\n")
+    run = rc.load_many([tmp_path / "loss.csv"], cache=False)[0]
+    assert run.step_unit == "epoch" and "step-is-epoch" in [f.code for f in run.findings]
+
+
+# -- 7. names --------------------------------------------------------------------------------
+
+def test_runs_of_one_folder_name_get_names_from_their_paths_that_set_accepts(cli, tmp_path):
+    """lightning_logs/version_0 of two projects (copies of the real Lightning run)."""
+    for project in ("proj_a", "proj_b"):
+        shutil.copytree(DATA / "lightning" / "lightning_logs" / "version_0",
+                        tmp_path / project / "lightning_logs" / "version_0")
+    paths = [tmp_path / p / "lightning_logs" / "version_0" for p in ("proj_a", "proj_b")]
+    runs = rc.load_many(paths, cache=False,
+                        settings=["proj_a/lightning_logs/version_0:world_size=3"])
+    assert [r.name for r in runs] == ["proj_a/lightning_logs/version_0",
+                                      "proj_b/lightning_logs/version_0"]
+    assert [r.batch.world_size.value for r in runs][0] == 3
+    assert runs[1].batch.world_size.value != 3
+    result = cli(paths[0], paths[1], "--no-report", "--set", "version_0:world_size=2")
+    assert result.exit_code == 2 and "names 2 runs" in result.stderr
+    assert "proj_a/lightning_logs/version_0" in result.stderr

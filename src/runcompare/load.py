@@ -62,11 +62,13 @@ def load_many(paths: Iterable[str | Path], *, source: str | None = None,
     stated = config_facts(Path(config)) if config is not None else {}
     roots = [root for path in paths for root in (
         expand(Path(path), source=source) if pattern is None else [_given(Path(path))])]
+    shown = _unique([name for _, name, _ in roots], [root for root, _, _ in roots])
+    _check_addressed(per_run, [name for _, name, _ in roots], shown)
     staged = []
-    for done, (root, name, from_source) in enumerate(roots):
+    for done, ((root, name, from_source), unique) in enumerate(zip(roots, shown)):
         if progress is not None:
-            progress(done, len(roots), name)
-        user = {**common, **per_run.get(name, {})}
+            progress(done, len(roots), unique)
+        user = {**common, **per_run.get(name, {}), **per_run.get(unique, {})}
         hints = {**_hints(root, user), **({"pattern": pattern} if pattern else {})}
         formats = detect(root, source=source) if pattern is None else {"text": REGISTRY["text"]}
         raws, findings = _read_all(formats, root, cache, hints)
@@ -74,7 +76,7 @@ def load_many(paths: Iterable[str | Path], *, source: str | None = None,
             _chosen(raws).name if from_source else None) or name
         staged.append((root, named, user, raws, findings))
     names = _unique([item[1] for item in staged], [item[0] for item in staged])
-    unknown = set(per_run) - {name for _, name, _ in roots} - set(names)
+    unknown = set(per_run) - {name for _, name, _ in roots} - set(names) - set(shown)
     if unknown:
         raise UsageError(f"--set names no run called {', '.join(sorted(unknown))}; the runs "
                          f"are {', '.join(names)}")
@@ -117,9 +119,35 @@ def _relative_name(root: Path, base: Path) -> str:
 
 
 def _unique(names: list[str], paths: list[Path]) -> list[str]:
-    """Names made unique by their parent folder where two runs share one."""
-    return [f"{paths[i].resolve().parent.name}/{name}" if names.count(name) > 1 else name
-            for i, name in enumerate(names)]
+    """Names made unique where runs share one: each prefixed with as many of its path's
+    parent folders as it takes to tell them apart (``a/lightning_logs/version_0`` and
+    ``b/lightning_logs/version_0``), which ``--set NAME:KEY=VALUE`` accepts as shown.
+
+    >>> _unique(["v0", "v0", "x"], [Path("/p/a/logs/v0"), Path("/p/b/logs/v0"), Path("/x")])
+    ['a/logs/v0', 'b/logs/v0', 'x']
+    """
+    out = list(names)
+    for name in set(names):
+        same = [i for i, other in enumerate(names) if other == name]
+        if len(same) < 2:
+            continue
+        parents = [paths[i].resolve().parents for i in same]
+        for depth in range(1, max(len(p) for p in parents) + 1):
+            tried = ["/".join([*(f.name for f in reversed(p[:depth])), name]) for p in parents]
+            if len(set(tried)) == len(tried):
+                break
+        for i, unique in zip(same, tried):
+            out[i] = unique
+    return out
+
+
+def _check_addressed(per_run: Mapping[str, Any], names: list[str], shown: list[str]) -> None:
+    """A ``--set RUN:...`` whose RUN several runs share is refused, naming them as shown."""
+    for run in per_run:
+        sharing = [unique for name, unique in zip(names, shown) if name == run and unique != run]
+        if len(sharing) > 1:
+            raise UsageError(f"--set {run}:... names {len(sharing)} runs; name one of them as "
+                             f"shown: {', '.join(sharing)}")
 
 
 def _folder_name(path: Path) -> str:

@@ -46,6 +46,10 @@ __all__ = ["FORMAT", "expand", "files", "read", "virtual"]
 _SUFFIXES = (".csv", ".jsonl", ".json", ".parquet")
 #: W&B's own columns that mark API history.
 _MARK, _W_AND_B = "_step", ("_runtime", "_timestamp")
+#: The most rows the web app writes into a panel export (it samples longer runs down to it).
+PANEL_ROWS = 10_000
+#: A panel x-axis that counts epochs (Keras' and Lightning's ``epoch``, ``train/epoch``).
+_EPOCH_AXIS = re.compile(r"(?:^|/)epoch$")
 #: Step metrics that integrations declare with ``define_metric("*", step_metric=...)``.
 _DECLARED = ("train/global_step", "trainer/global_step")
 #: A panel column: ``<run> - <metric>``, maybe ``__MIN``/``__MAX``.
@@ -287,6 +291,17 @@ def _read_panel(panels: list[Path], run: str, step_metric: object) -> RawLog:
         leg.metrics.append({"glob_name": "*", "step_metric": step})
     scalars, unit, findings, _ = history_scalars([leg], None, first)
     where = first if len(panels) == 1 else first.parent
+    if _EPOCH_AXIS.search(x_axis) and unit == "optimizer":  # whole epochs were the step
+        unit = "epoch"
+        findings.append(Finding("info", "step-is-epoch",
+                                f"{where}: the panel's x-axis is {x_axis!r}, so its steps are "
+                                "epochs, not optimizer steps (compare on --x epoch)"))
+    if any(table.height == PANEL_ROWS for table in tables):
+        findings.append(Finding("warning", "panel-cut",
+                                f"{where}: the panel export holds {PANEL_ROWS:,} rows, the most "
+                                "the W&B web app exports; the run may have logged more points "
+                                "than these; export the history with the W&B API for every "
+                                "point"))
     if step == LOG_STEP:  # the panel's x-axis is fixed: say how to export it on steps
         findings = [f for f in findings if f.code != "step-is-log-call"]
         findings.append(Finding("warning", "step-is-log-call",
