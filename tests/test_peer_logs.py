@@ -311,8 +311,30 @@ def test_runs_of_one_folder_name_get_names_from_their_paths_that_set_accepts(cli
                         settings=["proj_a/lightning_logs/version_0:world_size=3"])
     assert [r.name for r in runs] == ["proj_a/lightning_logs/version_0",
                                       "proj_b/lightning_logs/version_0"]
-    assert [r.batch.world_size.value for r in runs][0] == 3
+    assert runs[0].batch.world_size.value == 3
     assert runs[1].batch.world_size.value != 3
     result = cli(paths[0], paths[1], "--no-report", "--set", "version_0:world_size=2")
     assert result.exit_code == 2 and "names 2 runs" in result.stderr
     assert "proj_a/lightning_logs/version_0" in result.stderr
+
+
+# -- 8. clear refusals (continued) -----------------------------------------------------------
+
+def test_runs_with_no_metric_in_common_are_refused_listing_what_each_has(cli, tmp_path):
+    _events(tmp_path / "keras", ["epoch_loss"], range(5))
+    result = cli(DATA / "tensorboard" / "tf2", tmp_path / "keras", "--no-report")
+    assert result.exit_code == 1 and "share no metric to compare" in result.stderr
+    assert "tf2: train/grad_norm, train/loss" in result.stderr
+    assert "keras: epoch_loss" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_wandb_run_that_logged_nothing_yet_says_so(cli, tmp_path):
+    """The real run's .wandb cut before its first history record, as a run killed before its
+    first wandb.log leaves it."""
+    run = DATA / "wandb" / "project" / "wandb" / "offline-run-20261129_101033-gb77sxtq"
+    copy = tmp_path / "wandb" / run.name
+    shutil.copytree(run, copy)
+    data = (copy / "run-gb77sxtq.wandb").read_bytes()
+    (copy / "run-gb77sxtq.wandb").write_bytes(data[:data.find(b"_step") - 64])
+    result = cli("inspect", tmp_path, "--no-cache")
+    assert result.exit_code == 1 and "holds no logged history" in result.stderr

@@ -10,6 +10,7 @@ from typing import Any
 import polars as pl
 
 from ..audit import audit, propose_axis
+from ..errors import InputError
 from ..model import Finding, Run, require_axis
 from .align import aggregate, align
 from .groups import auto_groups
@@ -96,6 +97,11 @@ def compare(runs: Sequence[Run], *, x: str | None = None, metrics: Sequence[str]
     if metrics:
         check_metrics(runs, metrics)
     chosen = list(metrics) if metrics else shared_metrics(runs)
+    if not chosen and len(runs) > 1:
+        logged = "; ".join(f"{run.name}: {', '.join(run.metrics[:8]) or 'none'}"
+                           + (" ..." if len(run.metrics) > 8 else "") for run in runs)
+        raise InputError(f"the runs share no metric to compare ({logged}); compare runs that "
+                         "log the same metric, or name one each has with --metric")
     main = chosen[0] if metrics else main_metric(runs)
     kinds = metric_kinds(_points(runs, chosen), named=list(metrics or ()) + [main or ""])
     curves = _ordered([m for m in chosen if kinds[m] != TOTAL], main, kinds)

@@ -31,7 +31,9 @@ def steps(events: pl.DataFrame, info: dict[str, Any], hints: dict[str, Any],
                                .then(None).otherwise("bar_step"))
         findings.append(Finding("warning", "stdout-buffered",
                                 f"{file}: the Trainer's dicts came in blocks with no progress "
-                                "bar between them (stdout was buffered: run python -u); their "
+                                "bar between them (as they do when stdout is block-buffered, "
+                                "e.g. python without -u), so the bars cannot tell their steps; "
+                                "their "
                                 "steps are counted with logging_steps instead"))
     resume = events.filter(pl.col("resume").is_not_null()).group_by("leg").agg(
         start=pl.col("resume").last())
