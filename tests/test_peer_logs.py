@@ -336,5 +336,16 @@ def test_a_wandb_run_that_logged_nothing_yet_says_so(cli, tmp_path):
     shutil.copytree(run, copy)
     data = (copy / "run-gb77sxtq.wandb").read_bytes()
     (copy / "run-gb77sxtq.wandb").write_bytes(data[:data.find(b"_step") - 64])
-    result = cli("inspect", tmp_path, "--no-cache")
-    assert result.exit_code == 1 and "holds no logged history" in result.stderr
+    got = cli.json("inspect", tmp_path, "--no-cache")
+    assert got["points"] == 0 and "no-history" in [f["code"] for f in got["findings"]]
+
+
+def test_checkpoints_of_another_run_in_one_folder_are_a_finding(tmp_path):
+    """A real run's folder with another real run's checkpoint saved into it."""
+    shutil.copytree(DATA / "hf_tokens", tmp_path / "run")
+    shutil.copytree(DATA / "hf_global32" / "checkpoint-30", tmp_path / "run" / "checkpoint-99")
+    raw = REGISTRY["hf-trainer"].read_at(tmp_path / "run")
+    assert [f.code for f in raw.findings] == ["mixed-runs"]
+    assert "(checkpoint-99) hold a log history that is not the start of" in \
+        raw.findings[0].message
+    assert REGISTRY["hf-trainer"].read_at(DATA / "hf_tokens").findings == []

@@ -59,10 +59,29 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
     file, state = max(states, key=lambda item: (_int(item[1].get("global_step")),
                                                  len(item[1].get("log_history", []))))
     history = state.get("log_history") or []
+    findings += _other_runs(file, history, states)
     scalars, aliases = _scalars(history)
     facts = {**_model_config_facts(path), **_facts(state, history, file)}
     return RawLog(path=path, scalars=scalars, step_unit="optimizer",
                   facts=facts, findings=findings, files=[f for f, _ in states], aliases=aliases)
+
+
+def _other_runs(chosen: Path, history: list[Any],
+                states: list[tuple[Path, dict[str, Any]]]) -> list[Finding]:
+    """A warning naming the states whose log history is not a beginning of the one read: the
+    checkpoints of another run saved into the same folder."""
+    others = [file for file, state in states
+              if file != chosen and (state.get("log_history") or [])
+              != history[:len(state.get("log_history") or [])]]
+    if not others:
+        return []
+    shown = ", ".join(f.parent.name if f.parent != chosen.parent else f.name for f in others[:3])
+    return [Finding("warning", "mixed-runs",
+                    f"{chosen.parent}: {len(others)} checkpoint state(s) ({shown}) hold a log "
+                    f"history that is not the start of {chosen.relative_to(chosen.parent.parent)}'s"
+                    ": checkpoints of another run were saved into this folder; only "
+                    f"{chosen.name} of {chosen.parent.name} is read, pass the other run's "
+                    "checkpoint folder to compare it")]
 
 
 def _model_config_facts(path: Path) -> dict[str, Fact[Any]]:

@@ -133,9 +133,10 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
     scalars, unit, step_findings, chosen = history_scalars(
         readable, None if step_metric is None else str(step_metric), path)
     if scalars.is_empty():
-        raise InputError(f"{path}: the W&B run holds no logged history (wandb.log was never "
-                         "called, or the run stopped before its first log): nothing to compare "
-                         "yet; point runcompare at a run that has logged")
+        step_findings.append(Finding("warning", "no-history",
+                                     f"{path}: the W&B run holds no logged history (wandb.log "
+                                     "was never called, or the run stopped before its first "
+                                     "log): no point to compare"))
     return RawLog(path=path, scalars=scalars, step_unit=unit,
                   facts=_facts(readable, scalars, chosen),
                   findings=findings + step_findings, files=files(path),
