@@ -70,6 +70,9 @@ def detect(path: Path, *, source: str | None = None) -> dict[str, Format]:
     """
     if not path.exists() and not any(fmt.virtual(path) for fmt in FORMATS if fmt.virtual):
         raise InputError(f"{path}: no such file or directory")
+    if path.exists() and not path.is_file() and not path.is_dir():
+        raise InputError(f"{path}: not a regular file or folder (a FIFO, socket or device, "
+                         "which would never end); point runcompare at a log file or a run folder")
     if source is not None and source not in REGISTRY:
         raise UsageError(f"unknown source {source!r}; choose one of {', '.join(REGISTRY)}")
     names = [source] if source else list(REGISTRY)

@@ -60,6 +60,8 @@ def databases(path: Path) -> list[Path]:
 
 def is_database(file: Path) -> bool:
     """An SQLite file with MLflow's runs/metrics/params/tags tables (or named mlflow.db)."""
+    if not file.is_file():  # a FIFO would block the read forever
+        return False
     try:
         with file.open("rb") as handle:
             magic = handle.read(len(HEADER))

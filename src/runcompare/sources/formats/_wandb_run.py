@@ -100,7 +100,7 @@ def wandb_file(folder: Path) -> Path | None:
     match = RUN_DIR.match(folder.name)
     if match and (folder / f"run-{match.group(2)}.wandb").is_file():
         return folder / f"run-{match.group(2)}.wandb"
-    found = sorted(folder.glob("*.wandb"))
+    found = sorted(f for f in folder.glob("*.wandb") if f.is_file())
     return found[0] if found else None
 
 

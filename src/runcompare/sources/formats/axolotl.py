@@ -50,7 +50,7 @@ def files(path: Path) -> list[Path]:
 def _is_axolotl(file: Path) -> bool:
     """Cheap test first (a top-level ``micro_batch_size:`` line), then the parsed keys."""
     try:
-        if file.suffix not in _SUFFIXES or file.stat().st_size > _MAX_BYTES:
+        if file.suffix not in _SUFFIXES or not file.is_file() or file.stat().st_size > _MAX_BYTES:
             return False
         if not _HAS_MICRO.search(file.read_bytes()):
             return False

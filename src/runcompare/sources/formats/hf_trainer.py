@@ -87,6 +87,8 @@ def _other_runs(chosen: Path, history: list[Any],
 def _model_config_facts(path: Path) -> dict[str, Fact[Any]]:
     """The transformers version from the model's config.json beside the state (plain JSON)."""
     config = (path if path.is_dir() else path.parent) / "config.json"
+    if not config.is_file():  # absent, or a FIFO that would block the read
+        return {}
     try:
         version = json.loads(config.read_text(encoding="utf-8")).get("transformers_version")
     except (OSError, ValueError, AttributeError):

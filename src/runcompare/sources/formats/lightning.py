@@ -90,6 +90,8 @@ def _version_key(folder: Path) -> tuple[str, int, str]:
 
 
 def _has_step(file: Path) -> bool:
+    if not file.is_file():  # a FIFO would block the read forever
+        return False
     try:
         with file.open("rb") as handle:
             header = handle.readline(1 << 16)

@@ -81,7 +81,9 @@ def files(path: Path) -> list[Path]:
     found: list[Path] = []
     for folder, dirs, names in os.walk(path):
         dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
-        found += [Path(folder) / name for name in sorted(names) if MARK in name]
+        # regular files only: a FIFO named like an event file would block the read forever
+        found += [Path(folder) / name for name in sorted(names)
+                  if MARK in name and (Path(folder) / name).is_file()]
     return found
 
 
