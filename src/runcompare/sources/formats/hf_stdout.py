@@ -136,17 +136,20 @@ def _parse(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
     # a log pasted without its \r: the bar printed right before the dict on its line is its own
     pasted = pl.col("has_dict") & ~text.str.contains("\r", literal=True) \
         & before.str.contains(r"\d+/\d+ \[[^\]]*\]\s*$")
-    marks = frame.select("line", "has_dict", n=pl.col("bar").struct.field("n").cast(pl.Int64),
-                         total=pl.col("bar").struct.field("total").cast(pl.Int64),
+    # a count too large for 64 bits (a garbled bar) is no count: null, not an error
+    marks = frame.select("line", "has_dict",
+                         n=pl.col("bar").struct.field("n").cast(pl.Int64, strict=False),
+                         total=pl.col("bar").struct.field("total").cast(pl.Int64, strict=False),
                          pasted=pasted)
     marks = marks.filter(pl.col("has_dict") | pl.col("n").is_not_null())
     rows = frame.filter(pl.col("has_dict") | pl.col("other"))
     dicts, pairs = read_dicts(rows.filter("has_dict"))
-    reset = text.str.extract(r"\| 0/(\d+) \[", 1).cast(pl.Int64)
+    reset = text.str.extract(r"\| 0/(\d+) \[", 1).cast(pl.Int64, strict=False)
     others = rows.filter("other").select(  # a line may hold several labels (unsloth's)
         "line", off=pl.lit(-2, pl.Int64), reset=reset,
         launch=text.str.contains(LAUNCH, literal=True), info=text.str.extract_all(_INFO),
-        resume=text.str.extract(_RESUME, 1).cast(pl.Int64)).explode("info", empty_as_null=True)
+        resume=text.str.extract(_RESUME, 1).cast(pl.Int64, strict=False)
+    ).explode("info", empty_as_null=True)
     others = others.with_columns(pl.col("info").str.extract_groups(_INFO)).unnest("info")
     others = others.filter(pl.col("reset").is_not_null() | pl.col("launch")
                            | pl.col("label").is_not_null() | pl.col("resume").is_not_null())

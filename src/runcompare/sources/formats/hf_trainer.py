@@ -15,6 +15,7 @@ import json
 import math
 import re
 from collections.abc import Mapping
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +92,7 @@ def _model_config_facts(path: Path) -> dict[str, Fact[Any]]:
         return {}
     try:
         version = json.loads(config.read_text(encoding="utf-8")).get("transformers_version")
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):
         return {}
     if not isinstance(version, str):
         return {}
@@ -139,6 +140,10 @@ def _load(file: Path) -> tuple[dict[str, Any] | None, Finding | None]:
         return None, Finding("error", "lfs-pointer", pointer)
     try:
         state = json.loads(text)
+    except RecursionError:
+        return None, Finding("error", "damaged-input",
+                             f"{file}: nested deeper than a JSON reader follows; not a "
+                             "trainer_state.json the Trainer writes")
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno} column {exc.colno} (byte {exc.pos})"
         salvaged = _salvage(text)
@@ -149,7 +154,7 @@ def _load(file: Path) -> tuple[dict[str, Any] | None, Finding | None]:
         return salvaged, Finding(
             "warning", "damaged-input",
             f"{file}: damaged at {where} ({exc.msg}); kept the "
-            f"{len(salvaged['log_history'])} complete log_history entries before it")
+            f"{len(salvaged['log_history'])} complete log_history entries around the damage")
     if not isinstance(state, dict) or not isinstance(state.get("log_history", []), list):
         return None, Finding("error", "damaged-input",
                              f"{file}: not a trainer_state.json (no log_history list); "
@@ -158,7 +163,7 @@ def _load(file: Path) -> tuple[dict[str, Any] | None, Finding | None]:
 
 
 def _salvage(text: str) -> dict[str, Any] | None:
-    """The complete ``log_history`` entries (and scalar fields) before the damage, if any."""
+    """The complete ``log_history`` entries (and scalar fields) around the damage, if any."""
     start = text.find('"log_history"')
     bracket = text.find("[", start)
     if start < 0 or bracket < 0:
@@ -166,17 +171,26 @@ def _salvage(text: str) -> dict[str, Any] | None:
     decoder = json.JSONDecoder()
     entries: list[Any] = []
     pos = bracket + 1
-    while True:
+    while pos < len(text) and text[pos] != "]":
         pos = _skip(text, pos, " \t\r\n,")
         try:
             entry, pos = decoder.raw_decode(text, pos)
-        except json.JSONDecodeError:
-            break
+        except (json.JSONDecodeError, RecursionError):
+            # resync at the next entry's opening brace: the entries after the damage are
+            # read too (a stretch of zeros or garbage in the middle loses only what it hit)
+            pos = text.find("{", pos + 1)
+            if pos < 0:
+                break
+            continue
         entries.append(entry)
     fields = re.findall(r'^\s*"(\w+)":\s*(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\s*,?\s*$', text,
                         re.MULTILINE)
-    state: dict[str, Any] = {key: json.loads(value) for key, value in fields}
-    state["log_history"] = [e for e in entries if isinstance(e, dict)]
+    state: dict[str, Any] = {}
+    for key, value in fields:
+        with suppress(ValueError):  # a number JSON refuses (0100) is no field to keep
+            state[key] = json.loads(value)
+    state["log_history"] = [e for e in entries if isinstance(e, dict)
+                            and isinstance(e.get("step"), int)]  # entries, not other dicts
     return state
 
 

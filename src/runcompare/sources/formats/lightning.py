@@ -101,7 +101,10 @@ def _has_step(file: Path) -> bool:
 
 
 def _header(line: str) -> list[str]:
-    return next(csv.reader([line.rstrip("\r\n")]), [])
+    try:
+        return next(csv.reader([line.rstrip("\r\n")]), [])
+    except csv.Error:  # a bare \r inside the line: no CSV header
+        return []
 
 
 def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:

@@ -159,9 +159,9 @@ def _facts(rows: pl.DataFrame, logs: list[Path]) -> dict[str, Fact[Any]]:
     if tokens.len():
         facts["tokens_per_step"] = Fact(int(tokens[0].replace(",", "")),
                                         f"{where}: tokens per iteration will be")
-    steps = rows.filter("is_iter").get_column("step")
-    if steps.len():
-        facts["global_step"] = Fact(int(steps.max()) + 1,  # type: ignore[arg-type]
+    last = rows.filter("is_iter").get_column("step").max()
+    if last is not None:  # none when the only iter line was cut before its number
+        facts["global_step"] = Fact(int(last) + 1,  # type: ignore[arg-type]
                                     f"{where}: last iter + 1")
     return facts
 

@@ -132,7 +132,8 @@ def _kind(file: Path) -> tuple[str | None, list[str]]:
     """``("api" | "panel" | None, column names)`` from the file's header."""
     try:
         header = _header(file)
-    except (OSError, ValueError, UnicodeDecodeError, pl.exceptions.PolarsError):
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError, csv.Error,
+            pl.exceptions.PolarsError):
         return None, []
     if _MARK in header and any(name in header for name in _W_AND_B):
         return "api", header

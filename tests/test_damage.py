@@ -1,0 +1,84 @@
+"""Damaged and odd input that used to end in a traceback or to lose what was intact (issue:
+damaged, hostile and odd input). Each test damages a copy of a real log in tests/data/."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import polars as pl
+
+import runcompare as rc
+from runcompare.sources import REGISTRY
+
+from .conftest import DATA, SAMPLES
+
+STATE = DATA / "hf_tokens" / "trainer_state.json"
+
+
+def test_a_trainer_state_damaged_in_the_middle_keeps_the_entries_after_the_damage(tmp_path):
+    text = STATE.read_text()
+    history = json.loads(text)["log_history"]
+    third = text.index("{", text.index('"log_history"') + 20)
+    for _ in range(2):
+        third = text.index("\n    {", third + 1)
+    end = text.index("\n    }", third) + 6
+    damaged = text[:third + 1] + "\0" * (end - third - 1) + text[end:]  # the third entry zeroed
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "trainer_state.json").write_text(damaged)
+    raw = REGISTRY["hf-trainer"].read_at(folder)
+    kept = {(m, s) for m, s in raw.scalars.select("metric", "step").rows()}
+    lost = history[2]
+    survivors = [e for i, e in enumerate(history) if i != 2]
+    assert {("train/loss", e["step"]) for e in survivors if "loss" in e} <= kept
+    assert ("train/loss", lost["step"]) not in kept or "loss" not in lost
+    assert [f.code for f in raw.findings] == ["damaged-input"]
+    assert f"kept the {len(survivors)} complete log_history entries" in raw.findings[0].message
+
+
+def test_a_number_json_refuses_in_a_damaged_state_is_no_traceback(cli, tmp_path):
+    text = STATE.read_text().replace('"global_step": 30', '"global_step": 0100')
+    (tmp_path / "trainer_state.json").write_text(text)
+    got = cli.json("inspect", tmp_path, "--no-cache")
+    assert got["format"] == "hf-trainer" and got["points"] > 0
+    assert "damaged-input" in [f["code"] for f in got["findings"]]
+
+
+def test_json_nested_past_any_readers_depth_is_a_finding_not_a_traceback(cli, tmp_path):
+    shutil.copytree(DATA / "tensorboard" / "tf2", tmp_path / "run")
+    deep = "[" * 100_000 + "]" * 100_000
+    (tmp_path / "run" / "history.json").write_text(deep)
+    (tmp_path / "run" / "trainer_state.json").write_text('{"log_history": ' + deep + "}")
+    got = cli.json("inspect", tmp_path / "run", "--no-cache")
+    assert got["format"] == "tensorboard" and got["points"] > 0
+    assert "source-unreadable" in [f["code"] for f in got["findings"]]
+
+
+def test_a_metrics_csv_with_a_bare_carriage_return_in_its_header_is_a_clear_line(cli, tmp_path):
+    version = tmp_path / "lightning_logs" / "version_0"
+    shutil.copytree(DATA / "lightning" / "lightning_logs" / "version_0", version)
+    text = (version / "metrics.csv").read_text()
+    (version / "metrics.csv").write_bytes(text.replace(",", ",\r", 1).encode())
+    result = cli("inspect", tmp_path, "--no-cache")
+    assert result.exit_code == 1 and "no training logs found" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_nanogpt_log_cut_inside_its_first_iter_line(tmp_path):
+    text = (DATA / "text" / "nanogpt" / "train.log").read_text()
+    cut = text.index("iter 0:") + len("iter 0: lo")
+    (tmp_path / "train.log").write_text(text[:cut])
+    raw = REGISTRY["nanogpt"].read_at(tmp_path / "train.log")
+    assert "global_step" not in raw.facts  # no iter was read
+    assert raw.scalars.filter(pl.col("metric") == "train/loss").is_empty()
+
+
+def test_a_progress_bar_count_past_64_bits_is_no_count(tmp_path):
+    text = (SAMPLES / "attn" / "train.log").read_text()
+    (tmp_path / "train.log").write_text(text.replace("| 7/100 [", "| 99999999999999999999999/100 [",
+                                                     1))
+    raw = REGISTRY["hf-stdout"].read_at(tmp_path / "train.log")
+    assert raw.points == REGISTRY["hf-stdout"].read_at(SAMPLES / "attn" / "train.log").points
+    run = rc.load(tmp_path / "train.log", cache=False)
+    assert run.scalars.height > 0
