@@ -117,9 +117,11 @@ def _parse(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
         step=pl.col("field_0").str.strip_chars().cast(pl.Int64, strict=False),
         total=pl.col("field_1").str.strip_chars().cast(pl.Int64, strict=False),
         wall_time=_stamp(train.get_column("head"))).drop("field_0", "field_1", "head")
-    # a train line ends every field with " |": one that does not was cut while it was written
-    cut = (frame if every else frame.filter(is_train)).filter(
-        ~text.str.strip_chars_end().str.ends_with("|")).get_column("line")
+    # a train line ends every field with " |": a "key: value" after the last one was cut
+    # while it was written (its value may have lost digits)
+    unended = (frame if every else frame.filter(is_train)).filter(
+        ~text.str.strip_chars_end().str.ends_with("|"))  # few: the regex only looks at them
+    cut = unended.filter(text.str.contains(r"\|[^|]*:[^|]*$")).get_column("line")
     train = train.with_columns(cut=pl.col("line").is_in(cut.implode())).with_columns(
         bad=pl.col("bad") | pl.col("failed") | pl.col("step").is_null() | pl.col("cut")
     ).drop("failed")
