@@ -24,7 +24,7 @@ from ...model import RAW_SCHEMA, Fact, Finding, RawLog
 from ..format import Format
 from ..naming import canonical
 
-__all__ = ["FORMAT", "files", "read"]
+__all__ = ["FORMAT", "files", "read", "read_files"]
 
 STATE = "trainer_state.json"
 _CHECKPOINT = re.compile(r"checkpoint-(\d+)$")
@@ -64,7 +64,7 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
 
 def _model_config_facts(path: Path) -> dict[str, Fact[Any]]:
     """The transformers version from the model's config.json beside the state (plain JSON)."""
-    config = (path if path.is_dir() else path.parent) / "config.json"
+    config = _config_file(path)
     try:
         version = json.loads(config.read_text(encoding="utf-8")).get("transformers_version")
     except (OSError, ValueError, AttributeError):
@@ -84,6 +84,18 @@ def files(path: Path) -> list[Path]:
     checkpoints = [p for p in path.glob(f"checkpoint-*/{STATE}")
                    if _CHECKPOINT.search(p.parent.name)]
     return found + sorted(checkpoints, key=lambda p: int(p.parent.name.rsplit("-", 1)[1]))
+
+
+def read_files(path: Path) -> list[Path]:
+    """Every file :func:`read` reads: the :func:`files` and, beside them, the model's
+    config.json (none when there is no trainer_state.json)."""
+    states = files(path)
+    config = _config_file(path)
+    return states + ([config] if states and config.is_file() else [])
+
+
+def _config_file(path: Path) -> Path:
+    return (path if path.is_dir() else path.parent) / "config.json"
 
 
 def _int(value: Any) -> int:
@@ -192,4 +204,4 @@ def _facts(state: dict[str, Any], history: list[Any], file: Path) -> dict[str, F
 FORMAT = Format(
     "hf-trainer",
     "an HF Trainer output dir: trainer_state.json at its root or in checkpoint-N/",
-    read=read, files=files)
+    read=read, files=read_files)
