@@ -28,7 +28,6 @@ import functools
 import os
 import shutil
 import tempfile
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -301,6 +300,5 @@ _WRITERS: dict[str, Callable[[list[tuple[str, pl.DataFrame]], Path], list[Path]]
 
 def _write_tensorboard(frames: list[tuple[str, pl.DataFrame]], out: Path, *,
                        x: str) -> list[Path]:
-    now = time.time()
-    return [write_events(frame, out / _folder(name, "tensorboard"), x=x, now=now)
+    return [write_events(frame, out / _folder(name, "tensorboard"), x=x)
             for name, frame in frames]
