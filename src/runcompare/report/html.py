@@ -190,7 +190,8 @@ _SCRIPT = """
   const palette = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
                    "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
   const colour = name => palette[data.runs.indexOf(name) % palette.length];
-  // plotly reads trace names as its own small HTML: entities keep them literal text
+  // plotly reads titles and trace names as its own small HTML: entities keep them literal
+  // text (display.plotly_text does the same for the static figures)
   const text = s => String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;")
     .replace(/>/g, "&gt;");
   const select = document.getElementById("rc-axis");
@@ -233,7 +234,7 @@ _SCRIPT = """
   }
   function plot(id, chart, axis) {
     Plotly.react(id, traces(chart, axis), {
-      title: {text: chart.metric}, xaxis: {title: {text: data.axes[axis]}},
+      title: {text: text(chart.metric)}, xaxis: {title: {text: text(data.axes[axis])}},
       margin: {t: 40, r: 10}, legend: {orientation: "h"}}, {displaylogo: false});
   }
   function draw(axis) {

@@ -7,12 +7,12 @@ PATH (Debian: ``apt-get install chromium``).
 
 from __future__ import annotations
 
-import html
 import re
 from pathlib import Path
 from typing import Any
 
 from ..analysis import Comparison
+from ..display import plotly_text
 from ..errors import MissingInfoError
 from .charts import AXIS_LABELS, chart, drawing_smoothing
 
@@ -55,13 +55,14 @@ def _figure(comparison: Comparison, drawn: dict[str, Any]) -> dict[str, Any]:
     for trace in drawn["traces"]:
         colour = _PALETTE[names.index(trace["run"]) % len(_PALETTE)]
         x = trace["x"][comparison.x]
-        name = html.escape(trace["run"], quote=False)  # plotly reads names as its own HTML
+        name = plotly_text(trace["run"])
         traces.append({"type": "scatter", "mode": "lines", "x": x, "y": trace["y"],
                        "opacity": 0.3, "line": {"width": 1, "color": colour},
                        "showlegend": False, "name": name})
         traces.append({"type": "scatter", "mode": "lines", "x": x, "y": trace["smoothed"],
                        "line": {"width": 2.5, "color": colour}, "name": name})
-    layout = {"title": {"text": drawn["metric"]}, "template": "plotly_white",
-              "xaxis": {"title": {"text": AXIS_LABELS.get(comparison.x, comparison.x)}},
+    layout = {"title": {"text": plotly_text(drawn["metric"])}, "template": "plotly_white",
+              "xaxis": {"title": {"text": plotly_text(AXIS_LABELS.get(comparison.x,
+                                                                      comparison.x))}},
               "legend": {"orientation": "h"}}
     return {"data": traces, "layout": layout}

@@ -1,4 +1,5 @@
-"""The terminal summary: rich tables that fit 100 columns; no colour when not a TTY."""
+"""The terminal summary: rich tables that fit 100 columns; no colour when not a TTY. Every
+name and message from a log goes through :func:`~runcompare.display.terminal_text`."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from rich.text import Text
 
 from ..analysis import Comparison
 from ..batch import BatchPlan
-from ..display import fmt
+from ..display import fmt, terminal_text
 from ..model import Fact, Finding, Run
 
 __all__ = ["fmt", "print_comparison", "print_plan", "print_run"]
@@ -69,7 +70,7 @@ def batch_table(runs: Sequence[Run]) -> Table:
     table = Table(title="Batch hierarchy", title_justify="left")
     table.add_column("level", no_wrap=True)
     for run in runs:
-        table.add_column(run.name, justify="right", overflow="fold")
+        table.add_column(terminal_text(run.name), justify="right", overflow="fold")
     for label, get in _LEVELS:
         table.add_row(label, *(_cell(get(run)) for run in runs))
     return table
@@ -83,7 +84,7 @@ def sources_table(run: Run) -> Table:
     table.add_column("source", style="dim", overflow="fold")
     for label, get in _LEVELS:
         fact = get(run)
-        table.add_row(label, fmt(fact.value), fact.source)
+        table.add_row(label, fmt(fact.value), terminal_text(fact.source))
     return table
 
 
@@ -91,17 +92,17 @@ def _findings(console: Console, findings: Sequence[Finding]) -> None:
     styles = {"error": "bold red", "warning": "yellow", "info": "dim"}
     for finding in findings:
         where = f"{finding.run}: " if finding.run else ""
-        console.print(Text(f"{finding.level} [{finding.code}] {where}{finding.message}",
-                           style=styles[finding.level]))
+        console.print(Text(terminal_text(f"{finding.level} [{finding.code}] {where}"
+                                         f"{finding.message}"), style=styles[finding.level]))
 
 
 def print_run(run: Run, console: Console) -> None:
     """What ``runcompare inspect`` shows: sources, the hierarchy with sources, metrics."""
-    console.print(Text(f"{run.name}  ({run.path})", style="bold"))
+    console.print(Text(terminal_text(f"{run.name}  ({run.path})"), style="bold"))
     console.print(f"format {run.format}; sources {', '.join(run.sources)}; "
                   f"step unit {run.step_unit}; {run.scalars.height:,} points")
     console.print(sources_table(run))
-    console.print(f"metrics: {', '.join(run.metrics)}")
+    console.print(terminal_text(f"metrics: {', '.join(run.metrics)}"))
     _findings(console, run.findings)
 
 
@@ -116,23 +117,23 @@ def print_comparison(comparison: Comparison, console: Console,
         console.print(f"fair axis for these runs: {comparison.proposed_axis} "
                       f"(compared on {comparison.x})")
     for name, members in comparison.groups.items():
-        console.print(f"seed group {name}: {', '.join(members)}")
+        console.print(terminal_text(f"seed group {name}: {', '.join(members)}"))
     # a run's own info findings (sources merged, points a restart overrode) are for `inspect`
     _findings(console, [f for f in comparison.finding_list
                         if f.level != "info" or f.run is None])
     if report:
-        console.print(f"report: {report}")
+        console.print(terminal_text(f"report: {report}"))
 
 
 def summary_table(comparison: Comparison, metric: str) -> Table:
     rows = comparison.summary.filter(metric=metric)
     budget, target = rows.get_column("budget")[0], rows.get_column("target")[0]
-    table = Table(title=f"{metric} on {comparison.x}", title_justify="left")
+    table = Table(title=terminal_text(f"{metric} on {comparison.x}"), title_justify="left")
     for column in ("run", "final", "best", f"at {comparison.x} {fmt(budget)}",
                    f"{comparison.x} to {fmt(target)}", "speedup", "seconds to target"):
         table.add_column(column, justify="left" if column == "run" else "right")
     for row in rows.iter_rows(named=True):
-        table.add_row(row["run"], *(fmt(row[k]) for k in (
+        table.add_row(terminal_text(row["run"]), *(fmt(row[k]) for k in (
             "final", "best", "at_common_budget", "x_to_target", "speedup",
             "elapsed_to_target")))
     return table
@@ -145,7 +146,7 @@ def throughput_table(comparison: Comparison) -> Table:
     for label in columns.values():
         table.add_column(label, justify="left" if label == "run" else "right")
     for row in comparison.throughput.iter_rows(named=True):
-        table.add_row(row["run"], *(fmt(row[k]) for k in list(columns)[1:]))
+        table.add_row(terminal_text(row["run"]), *(fmt(row[k]) for k in list(columns)[1:]))
     return table
 
 
