@@ -21,12 +21,17 @@ from pathlib import Path
 from urllib.parse import quote
 
 import polars as pl
+from google.protobuf.message import DecodeError
 from tensorboard.compat.proto.event_pb2 import Event, SourceMetadata
 from tensorboard.compat.proto.summary_pb2 import Summary
 
+from .outputs import head
 from .sources.codecs.crc import masked_crc32c
 
-__all__ = ["TB_AXES", "run_folder", "write_events"]
+__all__ = ["TB_AXES", "WRITER", "run_folder", "write_events", "written_here"]
+
+#: ``source_metadata.writer`` of the first event of every file runcompare writes: its mark.
+WRITER = "runcompare"
 
 #: Axes a TensorBoard step can hold: whole numbers (time axes are TensorBoard's own).
 TB_AXES = ("tokens", "samples", "micro_step", "step")
@@ -96,10 +101,25 @@ def _steps(frame: pl.DataFrame, *, x: str) -> pl.DataFrame:
             .agg("metric", "value"))
 
 
+def written_here(path: Path) -> bool:
+    """Whether ``path`` is an event file runcompare wrote: its first record is the header
+    event naming :data:`WRITER`."""
+    start = head(path, 12)
+    if len(start) < 12 or start[8:12] != struct.pack("<I", masked_crc32c(start[:8])):
+        return False
+    (length,) = struct.unpack("<Q", start[:8])
+    record = head(path, 12 + length)[12:] if length < 4096 else b""
+    try:
+        event = Event.FromString(record)
+    except DecodeError:
+        return False
+    return event.file_version.startswith("brain.Event:") and event.source_metadata.writer == WRITER
+
+
 def _header(wall_time: float) -> Event:
     """The first record of every event file: the format version TensorBoard checks."""
     return Event(wall_time=wall_time, file_version="brain.Event:2",
-                 source_metadata=SourceMetadata(writer="runcompare"))
+                 source_metadata=SourceMetadata(writer=WRITER))
 
 
 def _event(step: int, wall_time: float, tags: list[str], values: list[float]) -> Event:

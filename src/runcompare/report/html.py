@@ -21,13 +21,16 @@ from typing import Any
 from ..analysis import Comparison
 from ..display import fmt
 from ..model import Run
+from ..outputs import claim, head, write_atomic
 from .charts import AXIS_LABELS, MAX_POINTS, chart, drawing_smoothing, hidden_points
 from .terminal import _LEVELS
 from .verdict import verdict
 
-__all__ = ["default_report_path", "render_report", "write_report"]
+__all__ = ["GENERATOR", "default_report_path", "is_report", "render_report", "write_report"]
 
 _LR = "train/learning_rate"
+#: The mark of a report runcompare wrote, in its first KiB: only such a file is replaced.
+GENERATOR = '<meta name="generator" content="runcompare">'
 
 
 def default_report_path(runs: Sequence[Run], folder: Path = Path("reports")) -> Path:
@@ -44,10 +47,19 @@ def default_report_path(runs: Sequence[Run], folder: Path = Path("reports")) -> 
 
 
 def write_report(comparison: Comparison, path: Path) -> Path:
-    """Write the report for ``comparison`` to ``path`` (parent folders made) and return it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_report(comparison), encoding="utf-8")
-    return path
+    """Write the report for ``comparison`` to ``path`` (parent folders made) and return it.
+
+    Raises :class:`~runcompare.errors.InputError` when ``path`` is inside a run being read or
+    exists and is not a report runcompare wrote (:func:`~runcompare.outputs.claim`).
+    """
+    claim(path, runs=comparison.runs, what="an HTML report", ours=is_report,
+          fix="choose another --output, or pass --no-report")
+    return write_atomic(path, render_report(comparison).encode("utf-8"))
+
+
+def is_report(path: Path) -> bool:
+    """Whether ``path`` is a report runcompare wrote (:data:`GENERATOR` in its first KiB)."""
+    return GENERATOR.encode() in head(path, 1024)
 
 
 def render_report(comparison: Comparison) -> str:
@@ -79,7 +91,8 @@ def render_report(comparison: Comparison) -> str:
         _footer(comparison.runs),
     ])
     return _PAGE.format(title=_e(title), csp=_CSP, style=_STYLE, plotly=get_plotlyjs(),
-                        data=_json_for_script(data), script=_SCRIPT, body=body)
+                        data=_json_for_script(data), script=_SCRIPT, body=body,
+                        generator=GENERATOR)
 
 
 def _lr_chart(comparison: Comparison, smoothing: Any) -> dict[str, Any] | None:
@@ -247,7 +260,7 @@ _SCRIPT = """
 """
 
 _PAGE = """<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<html lang="en"><head><meta charset="utf-8">{generator}<title>{title}</title>
 <meta http-equiv="Content-Security-Policy" content="{csp}">
 <style>{style}</style>
 <script>{plotly}</script>
