@@ -1,5 +1,11 @@
 """Static figures (PNG, SVG) of a comparison's charts, drawn by kaleido in the installed
-chromium: no browser download, MathJax off so no network request is made.
+chromium: no browser download, and the browser's networking off.
+
+The page kaleido draws in and plotly.js are local files and MathJax is off, so a figure needs
+no network. Everything else the browser would fetch (its own update, time and account
+requests, a URL planted in a figure) goes to the one proxy it is given (choreographer's
+``proxy_server``, Chromium's ``--proxy-server``): a loopback port held closed while it draws,
+so no host name is resolved and no connection leaves the machine.
 
 Each figure is marked as runcompare's (a PNG ``tEXt`` chunk ``Software: runcompare`` after
 ``IHDR``; an SVG opening with ``<!-- runcompare -->``) and replaces only such a figure
@@ -11,10 +17,13 @@ PATH (Debian: ``apt-get install chromium``).
 
 from __future__ import annotations
 
+import contextlib
 import re
+import socket
 import struct
 import tempfile
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -70,13 +79,24 @@ def _draw(figures: dict[Path, dict[str, Any]]) -> None:
         jobs = [{"fig": figure, "path": Path(scratch) / f"{i}{path.suffix}",
                  "opts": {"format": path.suffix[1:], "width": 1000, "height": 520}}
                 for i, (path, figure) in enumerate(figures.items())]
-        try:
-            kaleido.write_fig_from_object_sync(jobs, kopts={"mathjax": False})
-        except Exception as exc:  # kaleido's own errors: no browser, a browser that failed
-            raise MissingInfoError(f"kaleido could not draw the figures ({exc}); install "
-                                   "chromium (apt-get install chromium)") from exc
+        with _nowhere() as proxy:
+            try:
+                kaleido.write_fig_from_object_sync(
+                    jobs, kopts={"mathjax": False, "proxy_server": proxy})
+            except Exception as exc:  # kaleido's own errors: no browser, a browser that failed
+                raise MissingInfoError(f"kaleido could not draw the figures ({exc}); install "
+                                       "chromium (apt-get install chromium)") from exc
         for job, path in zip(jobs, figures):
             write_atomic(path, _marked(job["path"].read_bytes()))
+
+
+@contextlib.contextmanager
+def _nowhere() -> Iterator[str]:
+    """A proxy URL that refuses every connection: a loopback port bound, never listened on,
+    while the browser runs (so no other program can take it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as closed:
+        closed.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{closed.getsockname()[1]}"
 
 
 def _marked(data: bytes) -> bytes:
