@@ -86,6 +86,18 @@ def test_the_database_a_run_is_read_from_counts_as_the_run(cli, tmp_path):
     assert digest(db) == before
 
 
+def test_an_earlier_export_being_read_is_not_replaced_by_its_own_export(cli, attn, tmp_path):
+    # an earlier TensorBoard export, read back as runs and exported onto itself with --force
+    tb = tmp_path / "tb"
+    assert cli("export", attn, "-o", tb, "--format", "tensorboard", "--x", "step").exit_code == 0
+    before = digest(tb)
+    refused(cli("export", tb, "-o", tb, "--format", "tensorboard", "--x", "step", "--force",
+                "--source", "tensorboard"), tb, "which is being read")
+    refused(cli("export", tb / "attn", "-o", tb, "--format", "tensorboard", "--x", "step",
+                "--force"), tb, "holds run 'attn'", "so it is not replaced")
+    assert digest(tb) == before
+
+
 def test_the_library_refuses_too(attn, tmp_path):
     run = rc.load(attn)
     with pytest.raises(rc.InputError, match="inside run 'attn'"):

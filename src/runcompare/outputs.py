@@ -44,13 +44,18 @@ def claim(path: Path, *, runs: Sequence[Run], what: str, ours: Callable[[Path], 
     """Check that ``path`` may be written as ``what`` (e.g. ``"an HTML report"``).
 
     Raises :class:`InputError` naming the path and ``fix`` when ``path`` is one of ``runs``
-    or inside one, or exists and is not ``ours``. Returns whether it exists (an earlier output
+    or inside one, exists and holds one (replacing it would remove the run), or exists and is
+    not ``ours``. Returns whether it exists (an earlier output
     to be replaced); an empty folder counts as free when ``folder``.
     """
     run = run_holding(path, runs)
     if run is not None:
         raise InputError(f"{path} is inside run {run.name!r} ({run.path}), which is being read; "
                          f"runcompare never writes into a run's logs: {fix}")
+    held = next((run for run in runs if _inside(_on_disk(Path(run.path)), path)), None)
+    if held is not None and (path.exists() or path.is_symlink()):
+        raise InputError(f"{path} holds run {held.name!r} ({held.path}), which is being read, "
+                         f"so it is not replaced: {fix}")
     if not path.exists() and not path.is_symlink():
         return False
     if folder and path.is_dir() and not path.is_symlink() and not any(path.iterdir()):
@@ -67,12 +72,15 @@ def run_holding(path: Path, runs: Sequence[Run]) -> Run | None:
     A run inside a file that holds several (``mlflow.db/<run_id>``, a panel CSV's run) counts
     as the file or folder that holds it.
     """
-    target = Path(os.path.realpath(path))
-    for run in runs:
-        root = _on_disk(Path(run.path))
-        if root is not None and (target == root or root in target.parents):
-            return run
-    return None
+    return next((run for run in runs if _inside(path, _on_disk(Path(run.path)))), None)
+
+
+def _inside(path: Path | None, folder: Path | None) -> bool:
+    """Whether ``path`` is ``folder`` or lies inside it, links followed."""
+    if path is None or folder is None:
+        return False
+    target, root = Path(os.path.realpath(path)), Path(os.path.realpath(folder))
+    return target == root or root in target.parents
 
 
 def _on_disk(path: Path) -> Path | None:
