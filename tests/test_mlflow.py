@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import random
 import shutil
 import sqlite3
 import subprocess
@@ -22,7 +23,7 @@ from runcompare.sources import REGISTRY
 from runcompare.sources.formats import _mlflow_sqlite as mlflow_sqlite
 from runcompare.sources.formats import mlflow
 
-from .conftest import DATA
+from .conftest import DATA, SAMPLES
 
 STORE = DATA / "mlflow" / "file_store"
 MLRUNS = STORE / "mlruns"
@@ -315,6 +316,37 @@ def test_bytes_that_are_not_utf8_are_an_error_naming_the_database(tmp_path, cli,
     for damaged, message in said.items():
         result = cli("inspect", damaged, "--no-cache")
         assert result.exit_code == 1 and message in result.stderr, result.stderr
+
+
+def _damaged(data: bytes, seed: int) -> bytes:
+    """``data`` cut short, with a stretch zeroed, or with bits flipped (by ``seed``)."""
+    rng = random.Random(seed)
+    out = bytearray(data)
+    if seed % 3 == 0:
+        return bytes(out[:rng.randrange(len(out))])
+    if seed % 3 == 1:
+        start = rng.randrange(len(out))
+        out[start:start + 4096] = bytes(len(out[start:start + 4096]))
+        return bytes(out)
+    for _ in range(rng.randint(1, 40)):
+        out[rng.randrange(len(out))] ^= 1 << rng.randrange(8)
+    return bytes(out)
+
+
+def test_a_damaged_database_beside_another_log_is_a_finding_or_an_error_line(tmp_path):
+    # generated damage to real copies, each beside a real trainer_state.json: every command on
+    # the folder reads the trainer state or stops with one clear error, never a traceback
+    data = DB.read_bytes()
+    for seed in range(120):
+        folder = tmp_path / str(seed)
+        folder.mkdir()
+        shutil.copyfile(SAMPLES / "attn" / "trainer_state.json", folder / "trainer_state.json")
+        (folder / ("mlflow.db", "runs.db", "x.sqlite")[seed % 3]).write_bytes(
+            _damaged(data, seed))
+        try:
+            rc.load_many([folder], cache=False, settings=["world_size=1"])
+        except rc.RuncompareError:
+            pass
 
 
 def test_nan_and_inf_stored_the_mlflow_way_come_back(tmp_path):
