@@ -45,8 +45,8 @@ def claim(path: Path, *, runs: Sequence[Run], what: str, ours: Callable[[Path], 
 
     Raises :class:`InputError` naming the path and ``fix`` when ``path`` is one of ``runs``
     or inside one, exists and holds one (replacing it would remove the run), or exists and is
-    not ``ours``. Returns whether it exists (an earlier output
-    to be replaced); an empty folder counts as free when ``folder``.
+    not ``ours``. Returns whether it exists (an earlier output to be replaced); an empty
+    folder counts as free when ``folder``.
     """
     run = run_holding(path, runs)
     if run is not None:
@@ -84,8 +84,9 @@ def _inside(path: Path | None, folder: Path | None) -> bool:
 
 
 def _on_disk(path: Path) -> Path | None:
-    """``path`` with links resolved, or its nearest ancestor that exists (for virtual roots)."""
-    for candidate in (path, *path.parents):
+    """``path`` when it exists, else the file or folder that holds it when that does (a
+    virtual root is ``<holder>/<run>``), links resolved."""
+    for candidate in (path, path.parent):
         if candidate.exists():
             return Path(os.path.realpath(candidate))
     return None

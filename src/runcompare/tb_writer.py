@@ -9,13 +9,14 @@ reads. TensorBoard stores scalars as float32.
 
 The same points give the same bytes: nothing comes from the clock, the host or the process. The
 file is ``events.out.tfevents.<start>.runcompare``, ``<start>`` being the run's first logged
-wall time in whole seconds (0 when none was logged); a point logged without a wall time has
+wall time in whole seconds (0 when no finite one was logged); a point logged without a wall time has
 wall time 0, the protobuf default for "not set" (TensorBoard's wall-time axis shows it at
 1970), rather than a time that was never logged.
 """
 
 from __future__ import annotations
 
+import math
 import struct
 from pathlib import Path
 from urllib.parse import quote
@@ -75,8 +76,8 @@ def write_events(frame: pl.DataFrame, folder: Path, *, x: str) -> Path:
     the logged one, or 0 where none was logged (see the module docstring). Returns the file.
     """
     steps = _steps(frame, x=x)
-    logged = frame.get_column("wall_time").min()
-    start = 0.0 if logged is None else float(logged)  # type: ignore[arg-type]
+    logged = frame.get_column("wall_time").drop_nans().min()
+    start = float(logged) if isinstance(logged, float) and math.isfinite(logged) else 0.0
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"events.out.tfevents.{int(start):010d}.runcompare"
     with path.open("wb") as file:
