@@ -6,17 +6,21 @@ installs it) or $RUNCOMPARE_CHROMIUM. A missing browser fails the test; it is ne
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
 import struct
+import threading
 import zlib
 from pathlib import Path
 
 import pytest
 
 import runcompare as rc
-from runcompare.report import write_report
+from runcompare.report import static, write_report
 
 from .conftest import SAMPLES
+from .test_log_text import MARKUP, renamed_loss
 
 CHROMIUM = os.environ.get("RUNCOMPARE_CHROMIUM", "/usr/bin/chromium")
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -139,3 +143,62 @@ def test_png_and_svg_figures_drawn_by_the_installed_chromium(cli, tmp_path):
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
     assert all("<svg" in p.read_text()[:500] for p in svgs)
     assert len(set(_decode_png((figures / "eval_loss.png").read_bytes()))) > 5
+
+
+def test_markup_in_a_metric_name_is_a_title_not_a_link(browser, tmp_path):
+    run = rc.load(renamed_loss(tmp_path, MARKUP), cache=False)
+    report = tmp_path / "markup.html"
+    write_report(rc.compare([run], x="step", metrics=[MARKUP]), report)
+    tab = _open(browser, report)
+    assert tab.errors == [] and tab.requests == [report.as_uri()]
+    title = tab.evaluate("() => document.querySelector('#chart-0 .gtitle').textContent")
+    assert title == MARKUP
+    assert tab.evaluate("() => document.querySelectorAll('#chart-0 a').length") == 0
+    tab.close()
+
+
+@contextlib.contextmanager
+def _recording_proxy():
+    """A local HTTP proxy that records the first line of each request and answers 502."""
+    seen: list[str] = []
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(5)
+                with contextlib.suppress(OSError):
+                    seen.append(conn.recv(4096).split(b"\r\n", 1)[0].decode())
+                    conn.sendall(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n"
+                                 b"Connection: close\r\n\r\n")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.getsockname()[1]}", seen
+    finally:
+        server.close()
+        thread.join(5)
+
+
+def test_static_figures_are_drawn_with_the_browsers_networking_off(tmp_path, monkeypatch):
+    # a figure that asks for an outside image: the browser must hand that request to the
+    # proxy it is given (which, when runcompare draws, is a closed port) instead of resolving
+    # the host and connecting; the figure is drawn all the same
+    figure = {"data": [{"type": "scatter", "x": [0, 1, 2], "y": [3, 1, 2]}],
+              "layout": {"title": {"text": "probe"}, "images": [{
+                  "source": "http://probe.example/outside.png", "xref": "paper",
+                  "yref": "paper", "x": 0, "y": 1, "sizex": 0.2, "sizey": 0.2}]}}
+    with _recording_proxy() as (url, seen), monkeypatch.context() as patched:
+        patched.setattr(static, "_nowhere", lambda: contextlib.nullcontext(url))
+        static._draw({tmp_path / "recorded.png": figure})
+    assert "GET http://probe.example/outside.png HTTP/1.1" in seen
+    assert all(line.startswith(("GET http://", "POST http://", "CONNECT ")) for line in seen)
+    static._draw({tmp_path / "closed.png": figure})  # the real closed port: drawn, no network
+    for drawn in ("recorded.png", "closed.png"):
+        data = (tmp_path / drawn).read_bytes()
+        assert static.is_figure(tmp_path / drawn) and len(set(_decode_png(data))) > 5

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -94,6 +95,70 @@ def test_a_grown_changed_or_new_file_means_a_fresh_read(run_dir):
     read_cached(source.format, run_dir)
     read_cached(source.format, run_dir)
     assert source.reads == 4
+
+
+def _a_tick_after(file: Path) -> None:
+    """Wait until a file written now gets a later ctime than ``file`` (a coarse clock)."""
+    probe = file.parent.parent / "probe"
+    while True:
+        probe.write_text("tick")
+        if probe.stat().st_ctime_ns > file.stat().st_ctime_ns:
+            return
+
+
+def test_a_same_size_edit_with_its_mtime_put_back_means_a_fresh_read(run_dir):
+    log = run_dir / "a.log"
+    source = Counting(run_dir)
+    read_cached(source.format, run_dir)
+    before = log.stat()
+    _a_tick_after(log)
+    log.write_text("FIRST")  # edited in place, then `touch -r` / `rsync -t` put the mtime back
+    os.utime(log, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (log.stat().st_size, log.stat().st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    read_cached(source.format, run_dir)
+    assert source.reads == 2
+    copy = run_dir.parent / "a.log"  # a same-size file put in its place by `cp -p`, `mv`
+    copy.write_text("FiRsT")
+    os.utime(copy, ns=(before.st_atime_ns, before.st_mtime_ns))
+    os.replace(copy, log)
+    read_cached(source.format, run_dir)
+    read_cached(source.format, run_dir)
+    assert source.reads == 3
+
+
+def test_the_model_config_an_hf_run_reads_is_in_the_listing(tmp_path):
+    run = tmp_path / "hf_tokens"
+    shutil.copytree(DATA / "hf_tokens", run)
+    assert rc.load(run).facts["transformers_version"].value == "5.24.0"
+    config = run / "config.json"
+    config.write_text(config.read_text().replace('"5.24.0"', '"5.99.9"'))
+    assert rc.load(run).facts["transformers_version"].value == "5.99.9"
+
+
+#: Hand edits of a cache entry's JSON that leave it valid JSON of the wrong types.
+_WRONG_TYPES = {
+    "facts a list": lambda meta: {**meta, "facts": []},
+    "a finding a number": lambda meta: {**meta, "findings": [1]},
+    "points a string": lambda meta: {**meta, "points": "3"},
+    "leg starts a list": lambda meta: {**meta, "leg_starts": [1, 2]},
+    "a fact's value a word": lambda meta: {**meta, "facts": {
+        **meta["facts"], "per_device_batch": {"value": "eight", "source": "x", "kind": "config"}}},
+    "the entry a list": lambda meta: [meta],
+}
+
+
+@pytest.mark.parametrize("edit", list(_WRONG_TYPES.values()), ids=list(_WRONG_TYPES))
+def test_an_entry_of_wrong_types_is_treated_as_missing(run_dir, edit):
+    source = Counting(run_dir)
+    first = read_cached(source.format, run_dir)
+    (entry,) = cache_dir().glob("counting-*.json")
+    text = entry.read_text()
+    start = text.index("{")
+    entry.write_text(text[:start] + json.dumps(edit(json.loads(text[start:]))))
+    again = read_cached(source.format, run_dir)
+    assert source.reads == 2
+    _same(first, again)
+    assert again.facts["per_device_batch"].value == 8
 
 
 def test_disabled_cache_neither_reads_nor_writes(run_dir):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import struct
 import time
 from pathlib import Path
 from urllib.parse import unquote
@@ -189,10 +190,8 @@ def expected_events(run: rc.Run, x: str) -> pl.DataFrame:
 @pytest.mark.parametrize("x", ["tokens", "samples", "step"])
 def test_tensorboard_steps_are_the_axis(token_runs, tmp_path, x):
     special = [with_special_values(token_runs[0]), *token_runs[1:]]
-    before = time.time()
     done = export(special, tmp_path / "tb", format="tensorboard",
                   x=None if x == "tokens" else x)
-    after = time.time()
     assert len(done.files) == len(special)
     for run in special:
         got = read_tensorboard(tmp_path / "tb" / run.name).sort(pl.all())
@@ -202,7 +201,41 @@ def test_tensorboard_steps_are_the_axis(token_runs, tmp_path, x):
         logged = want.get_column("wall_time").is_not_null()
         assert got.filter(logged).get_column("wall_time").equals(
             want.filter(logged).get_column("wall_time"))
-        assert got.filter(~logged).get_column("wall_time").is_between(before, after).all()
+        assert (got.filter(~logged).get_column("wall_time") == 0).all()  # unset, not now
+
+
+def test_exports_at_different_times_are_byte_identical(runs, tmp_path, monkeypatch):
+    # runs with logged wall times (attn, hf_resumed) and one without (trainer_state.json alone)
+    chosen = [*(run for run in runs if run.name in ("attn", "hf_resumed")),
+              rc.load(DATA / "hf_ddp", source="hf-trainer", cache=False)]
+    assert chosen[2].scalars.get_column("wall_time").null_count() == chosen[2].scalars.height
+    trees = []
+    for clock in (1_000_000_000.5, 2_000_000_000.25):  # the clock moves between the exports
+        monkeypatch.setattr(time, "time", lambda clock=clock: clock)
+        for fmt in ("tensorboard", "parquet", "csv", "jsonl"):
+            out = tmp_path / str(clock) / fmt
+            export(chosen, out, format=fmt, x="step" if fmt == "tensorboard" else None)
+        trees.append(tree_digest(tmp_path / str(clock)))
+    assert trees[0] == trees[1]
+    assert sorted(name for name in trees[0] if name.startswith("tensorboard/")) == [
+        "tensorboard/attn/events.out.tfevents.1795946647.runcompare",
+        "tensorboard/hf_ddp/events.out.tfevents.0000000000.runcompare",
+        "tensorboard/hf_resumed/events.out.tfevents.1795946895.runcompare"]
+
+
+def test_tensorboard_records_carry_tfrecord_crcs(token_runs, tmp_path):
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
+
+    done = export(token_runs[:1], tmp_path / "tb", format="tensorboard")
+    data, pos, records = done.files[0].read_bytes(), 0, 0
+    while pos < len(data):  # every record checked against tensorboard's own CRC
+        (length,) = struct.unpack_from("<Q", data, pos)
+        (head_crc,) = struct.unpack_from("<I", data, pos + 8)
+        (data_crc,) = struct.unpack_from("<I", data, pos + 12 + length)
+        assert head_crc == masked_crc32c(data[pos:pos + 8])
+        assert data_crc == masked_crc32c(data[pos + 12:pos + 12 + length])
+        pos, records = pos + 16 + length, records + 1
+    assert pos == len(data) and records > 10
 
 
 def test_tensorboard_keeps_logged_wall_times(runs, tmp_path):

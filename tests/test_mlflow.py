@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import hashlib
 import math
+import random
 import shutil
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import polars as pl
@@ -20,7 +23,7 @@ from runcompare.sources import REGISTRY
 from runcompare.sources.formats import _mlflow_sqlite as mlflow_sqlite
 from runcompare.sources.formats import mlflow
 
-from .conftest import DATA
+from .conftest import DATA, SAMPLES
 
 STORE = DATA / "mlflow" / "file_store"
 MLRUNS = STORE / "mlruns"
@@ -212,6 +215,138 @@ def test_the_database_is_never_written(tmp_path):
         REGISTRY["mlflow"].read_at(root)
     assert (hashlib.sha256(copy.read_bytes()).hexdigest(), copy.stat().st_mtime_ns) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mlflow.db"]
+
+
+def _digests(folder: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
+
+
+def _all_points(db: Path) -> list[tuple[str, str, int, float]]:
+    return sorted((mlflow.run_name(root), *row) for root in mlflow.expand(db)
+                  for row in REGISTRY["mlflow"].read_at(root).scalars
+                  .select("metric", "step", "value").iter_rows())
+
+
+def test_a_wal_mode_database_is_read_without_creating_files_beside_it(tmp_path):
+    # a real WAL-mode database: the checked-in one switched by sqlite3, closed cleanly
+    copy = tmp_path / "mlflow.db"
+    shutil.copyfile(DB, copy)
+    conn = sqlite3.connect(copy)
+    assert conn.execute("PRAGMA journal_mode=WAL").fetchone() == ("wal",)
+    conn.close()
+    before = _digests(tmp_path)
+    assert list(before) == ["mlflow.db"]
+    assert _all_points(copy) == _all_points(DB) and len(_all_points(copy)) == 280
+    assert _digests(tmp_path) == before  # no mlflow.db-wal, no mlflow.db-shm
+
+
+def test_changes_a_live_writer_holds_in_the_wal_are_read_and_nothing_is_touched(tmp_path):
+    # a writer that committed rows to the WAL and is still open (no checkpoint into the file)
+    copy = tmp_path / "mlflow.db"
+    shutil.copyfile(DB, copy)
+    writer = sqlite3.connect(copy)
+    try:
+        writer.execute("PRAGMA journal_mode=WAL")
+        writer.execute("PRAGMA wal_autocheckpoint=0")
+        run_id = _db_runs()["accum1"].name
+        writer.execute("INSERT INTO metrics (key, value, timestamp, run_uuid, step, is_nan) "
+                       "VALUES ('train/loss', 0.125, 1795947809999, ?, 99, 0)", (run_id,))
+        writer.commit()
+        assert (tmp_path / "mlflow.db-wal").stat().st_size > 0
+        before = _digests(tmp_path)
+        loss = REGISTRY["mlflow"].read_at(copy / run_id).scalars.filter(metric="train/loss")
+        assert loss.filter(step=99).get_column("value").to_list() == [0.125]
+        assert _digests(tmp_path) == before
+    finally:
+        writer.close()
+
+
+def test_a_killed_writers_journal_is_rolled_back_in_a_copy_and_left_in_place(tmp_path):
+    # a real hot journal: a writer killed inside a transaction that spilled pages to the file
+    copy = tmp_path / "mlflow.db"
+    shutil.copyfile(DB, copy)
+    writer = ("import os, sqlite3\n"
+              f"conn = sqlite3.connect({str(copy)!r}, isolation_level=None)\n"
+              "conn.execute('PRAGMA cache_size=1')\n"
+              "conn.execute('BEGIN')\n"
+              "conn.execute('UPDATE metrics SET value = value + 1000')\n"
+              "os._exit(0)\n")
+    subprocess.run([sys.executable, "-c", writer], check=True)
+    assert (tmp_path / "mlflow.db-journal").stat().st_size > 0
+    before = _digests(tmp_path)
+    assert _all_points(copy) == _all_points(DB)  # the committed values, none + 1000
+    assert _digests(tmp_path) == before
+
+
+def test_metric_rows_of_the_wrong_type_are_skipped_with_a_finding(tmp_path):
+    # hand-edited copy: SQLite keeps any type in any column
+    copy = tmp_path / "mlflow.db"
+    shutil.copyfile(DB, copy)
+    run_id = _db_runs()["accum2"].name
+    with sqlite3.connect(copy) as conn:
+        conn.execute("UPDATE metrics SET value = 'abc' WHERE rowid = (SELECT min(rowid) FROM "
+                     "metrics WHERE run_uuid = ?)", (run_id,))
+    conn.close()
+    want = REGISTRY["mlflow"].read_at(DB / run_id).scalars.height
+    raw = REGISTRY["mlflow"].read_at(copy / run_id)
+    assert raw.scalars.height == want - 1
+    finding = next(f for f in raw.findings if f.code == "damaged-input")
+    assert "1 metric rows of run 'accum2'" in finding.message and "skipped" in finding.message
+
+
+@pytest.mark.parametrize("name", ["mlflow.db", "runs.db"])
+def test_bytes_that_are_not_utf8_are_an_error_naming_the_database(tmp_path, cli, name):
+    # hand-damaged copies: a byte that is not UTF-8 in the schema (SQLite's own message then
+    # holds it) and in a run's name
+    data = bytearray(DB.read_bytes())
+    data[data.index(b'CREATE TABLE "metrics"') + 8] = 0xA0
+    schema = tmp_path / "schema" / name
+    schema.parent.mkdir()
+    schema.write_bytes(bytes(data))
+    names = tmp_path / "names" / name
+    names.parent.mkdir()
+    shutil.copyfile(DB, names)
+    with sqlite3.connect(names) as conn:
+        conn.execute("UPDATE runs SET name = CAST(X'C5FF' AS TEXT)")
+    conn.close()
+    unreadable = f"{name}: cannot be read as an MLflow SQLite database"
+    # a database not named mlflow.db whose tables cannot be listed is not taken for MLflow's
+    said = {schema: unreadable if name == "mlflow.db" else f"{name}: no training logs found",
+            names: unreadable}
+    for damaged, message in said.items():
+        result = cli("inspect", damaged, "--no-cache")
+        assert result.exit_code == 1 and message in result.stderr, result.stderr
+
+
+def _damaged(data: bytes, seed: int) -> bytes:
+    """``data`` cut short, with a stretch zeroed, or with bits flipped (by ``seed``)."""
+    rng = random.Random(seed)
+    out = bytearray(data)
+    if seed % 3 == 0:
+        return bytes(out[:rng.randrange(len(out))])
+    if seed % 3 == 1:
+        start = rng.randrange(len(out))
+        out[start:start + 4096] = bytes(len(out[start:start + 4096]))
+        return bytes(out)
+    for _ in range(rng.randint(1, 40)):
+        out[rng.randrange(len(out))] ^= 1 << rng.randrange(8)
+    return bytes(out)
+
+
+def test_a_damaged_database_beside_another_log_is_a_finding_or_an_error_line(tmp_path):
+    # generated damage to real copies, each beside a real trainer_state.json: every command on
+    # the folder reads the trainer state or stops with one clear error, never a traceback
+    data = DB.read_bytes()
+    for seed in range(120):
+        folder = tmp_path / str(seed)
+        folder.mkdir()
+        shutil.copyfile(SAMPLES / "attn" / "trainer_state.json", folder / "trainer_state.json")
+        (folder / ("mlflow.db", "runs.db", "x.sqlite")[seed % 3]).write_bytes(
+            _damaged(data, seed))
+        try:
+            rc.load_many([folder], cache=False, settings=["world_size=1"])
+        except rc.RuncompareError:
+            pass
 
 
 def test_nan_and_inf_stored_the_mlflow_way_come_back(tmp_path):

@@ -3,21 +3,27 @@
 Where: ``$XDG_CACHE_HOME/runcompare`` (``~/.cache/runcompare`` when unset), two files per
 entry: ``<key>.parquet`` (the points) and ``<key>.json`` (everything else of the
 :class:`~runcompare.model.RawLog`, and the listing it was read from), written in that order,
-each atomically, so a half-written entry is never taken for a whole one.
+each atomically, so a half-written entry is never taken for a whole one. The ``.json`` file's
+first line is the SHA-256 of the rest of it and of the parquet file's bytes: an entry that was
+edited, damaged or mixed with another is treated as missing, as is one whose content does not
+have the types runcompare writes.
 
 Key: the source name, the path's absolute form, the runcompare version, the hints given to
 the source (facts the user stated that change what is read), and the size and mtime of the
 readers' code (every module under ``sources/``, so an edited checkout never serves stale
-parses). An entry is used only while the format's ``files_at(path)`` lists the same files with the same sizes and
-modification times; a file that grew, changed or appeared means a fresh read (which replaces
-the entry). A cache that cannot be written (read-only home, full disk) is skipped silently;
-one that cannot be read is treated as missing.
+parses). An entry is used only while the format's ``files_at(path)`` (every file its reader
+reads) lists the same files with the same size, mtime and ctime in nanoseconds and inode: a
+file that grew, changed or appeared means a fresh read (which replaces the entry), also after
+an edit whose mtime was put back (``cp -p``, ``rsync -t``, ``touch -r``), since the ctime
+cannot be set back and a replaced file has a new inode. A cache that cannot be written
+(read-only home, full disk) is skipped silently; one that cannot be read is treated as missing.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import io
 import json
 import os
 import tempfile
@@ -35,7 +41,7 @@ from .sources import Format
 __all__ = ["cache_dir", "read_cached"]
 
 #: Bump when the layout of an entry changes.
-_FORMAT = 1
+_FORMAT = 2
 
 
 def read_cached(fmt: Format, path: Path, *, enabled: bool = True,
@@ -72,11 +78,12 @@ def cache_dir() -> Path:
 
 
 def _listing(files: list[Path]) -> list[list[Any]]:
-    """Absolute path, size and mtime (ns) of each file."""
+    """Absolute path, size, mtime and ctime (ns) and inode of each file."""
     out = []
     for file in files:
         stat = file.stat()
-        out.append([str(file.resolve()), stat.st_size, stat.st_mtime_ns])
+        out.append([str(file.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns,
+                    stat.st_ino])
     return out
 
 
@@ -108,20 +115,26 @@ def _code_stamp() -> tuple[str, ...]:
 # -- reading an entry ----------------------------------------------------------------------
 
 def _load(entry: Path, listing: list[list[Any]], path: Path) -> RawLog | None:
-    """The cached RawLog when the entry is whole and was made from the same files."""
+    """The cached RawLog when the entry is whole, as written and made from the same files."""
     try:
-        meta = json.loads(entry.with_suffix(".json").read_text(encoding="utf-8"))
+        digest, _, body = entry.with_suffix(".json").read_bytes().partition(b"\n")
+        points = entry.with_suffix(".parquet").read_bytes()
+        if digest.decode("ascii") != _digest(body, points):
+            return None
+        meta = json.loads(body)
         if meta.get("format") != _FORMAT or meta.get("listing") != listing:
             return None
-        scalars = pl.read_parquet(entry.with_suffix(".parquet"))
-    except (OSError, ValueError, pl.exceptions.PolarsError):
-        return None
-    if scalars.height != meta["points"] or dict(scalars.schema) != RAW_SCHEMA:
-        return None
-    try:
+        scalars = pl.read_parquet(io.BytesIO(points))
+        if scalars.height != meta["points"] or dict(scalars.schema) != RAW_SCHEMA:
+            return None
         return _from_meta(meta, scalars, path)
-    except (KeyError, TypeError, ValueError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError,
+            pl.exceptions.PolarsError):  # unreadable, or not the types written: missing
         return None
+
+
+def _digest(body: bytes, points: bytes) -> str:
+    return hashlib.sha256(body + b"\0" + points).hexdigest()
 
 
 def _from_meta(meta: dict[str, Any], scalars: pl.DataFrame, path: Path) -> RawLog:
@@ -160,10 +173,13 @@ def _store(entry: Path, listing: list[list[Any]], path: Path, raw: RawLog) -> No
         "files": [str(f) for f in raw.files], "aliases": raw.aliases, "name": raw.name,
         "leg_starts": {str(k): v for k, v in raw.leg_starts.items()},
     }
-    text = json.dumps(meta)  # before writing anything: a value JSON cannot hold stops here
-    _atomic(entry.with_suffix(".parquet"),
-            lambda f: raw.scalars.write_parquet(f, compression="zstd", statistics=False))
-    _atomic(entry.with_suffix(".json"), lambda f: f.write(text.encode("utf-8")))
+    body = json.dumps(meta).encode("utf-8")  # first: a value JSON cannot hold stops here
+    buffer = io.BytesIO()
+    raw.scalars.write_parquet(buffer, compression="zstd", statistics=False)
+    points = buffer.getvalue()
+    _atomic(entry.with_suffix(".parquet"), lambda f: f.write(points))
+    _atomic(entry.with_suffix(".json"),
+            lambda f: f.write(_digest(body, points).encode("ascii") + b"\n" + body))
 
 
 def _atomic(target: Path, write: Any) -> None:

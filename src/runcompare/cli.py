@@ -19,6 +19,7 @@ from typer.core import TyperGroup
 from .analysis import compare as compare_runs
 from .analysis.groups import parse_groups
 from .batch import plan_batch
+from .display import terminal_text
 from .errors import RuncompareError
 from .export import TB_STEP_UNITS
 from .export import export as export_runs
@@ -97,7 +98,7 @@ def _reading() -> Iterator[Callable[[int, int, str], None] | None]:
         task = bar.add_task("runs", total=None)
 
         def update(done: int, total: int, name: str) -> None:
-            bar.update(task, completed=done, total=total, description=name)
+            bar.update(task, completed=done, total=total, description=terminal_text(name))
 
         yield update
 
@@ -111,11 +112,11 @@ def _errors(command: F) -> F:
         try:
             return command(*args, **kwargs)
         except RuncompareError as exc:
-            typer.echo(f"error: {exc}", err=True)
+            typer.echo(terminal_text(f"error: {exc}"), err=True)
             raise typer.Exit(exc.exit_code) from None
         except OSError as exc:  # an output path that cannot be written, a file that vanished
             where = f"{exc.filename}: " if exc.filename else ""
-            typer.echo(f"error: {where}{exc.strerror or exc}", err=True)
+            typer.echo(terminal_text(f"error: {where}{exc.strerror or exc}"), err=True)
             raise typer.Exit(1) from None
 
     return wrapper  # type: ignore[return-value]
@@ -249,8 +250,8 @@ def export(
     loaded = _load(runs, source, settings, duplicates, no_cache, config, pattern)
     done = export_runs(loaded, output, format=fmt, x=x, force=force)
     unit = f"; each step is {TB_STEP_UNITS[x]}" if x in TB_STEP_UNITS else ""
-    typer.echo(f"wrote {done.points:,} points of {done.runs} run(s) as {done.format} to "
-               f"{done.path} ({len(done.files)} file(s)){unit}")
+    typer.echo(terminal_text(f"wrote {done.points:,} points of {done.runs} run(s) as "
+                             f"{done.format} to {done.path} ({len(done.files)} file(s)){unit}"))
 
 
 def main() -> None:

@@ -1,8 +1,21 @@
-"""Numbers as people read them, in every output (terminal, report, findings)."""
+"""Numbers as people read them, and text from logs shown as text, in every output.
+
+A name or message that came from a log (a metric, a run, a config key, a finding about them)
+is data, never markup or a control sequence: :func:`plotly_text` for what plotly draws (its
+titles, legends and hover read a small HTML), :func:`terminal_text` for what the terminal prints.
+"""
 
 from __future__ import annotations
 
-__all__ = ["fmt"]
+import html
+
+__all__ = ["fmt", "plotly_text", "terminal_text"]
+
+#: Characters a terminal acts on rather than shows (C0 and C1 controls, DEL) and those that
+#: reorder what follows (bidirectional overrides and isolates), each as its escape.
+_CONTROLS = {code: f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+             for code in (*range(0x20), *range(0x7F, 0xA0), 0x061C, 0x200E, 0x200F,
+                          *range(0x202A, 0x202F), *range(0x2066, 0x206A))}
 
 
 def fmt(value: float | None) -> str:
@@ -19,3 +32,23 @@ def fmt(value: float | None) -> str:
     if abs(value) >= 1000 and abs(value) < 1e15:
         return f"{value:,.0f}"
     return f"{value:.4g}"
+
+
+def plotly_text(text: str) -> str:
+    """``text`` as plotly shows it literally: ``&``, ``<`` and ``>`` as entities, so a name
+    such as ``<a href=...>`` or ``<br>`` is neither a link nor a line break.
+
+    >>> plotly_text("<a href='http://x'>loss</a> & more")
+    "&lt;a href='http://x'&gt;loss&lt;/a&gt; &amp; more"
+    """
+    return html.escape(text, quote=False)
+
+
+def terminal_text(text: str) -> str:
+    r"""``text`` with every control character (an escape sequence's ESC, a carriage return, a
+    newline, a bidirectional override) written as its escape, so it prints as it is.
+
+    >>> terminal_text("loss\x1b[2J\r\u202eevil")
+    'loss\\x1b[2J\\x0d\\u202eevil'
+    """
+    return text.translate(_CONTROLS)

@@ -17,19 +17,23 @@ axis included, with their types; nulls stay nulls.
   default). Steps are whole numbers: ``flops`` are rounded to whole FLOPs and
   ``device_hours`` written as device-seconds (:data:`TB_STEP_UNITS`).
 
-An export is written beside its destination and moved into place when complete. An existing
-destination is replaced only with ``force=True``, and only if it is an export of that format
-(a file for csv/jsonl; a folder holding nothing but ``run=*/part-*.parquet`` or
-``events.out.tfevents.*`` files); an empty folder is used as it is. Input files are only read.
+An export is written beside its destination and moved into place when complete. It is never
+written onto or inside a run being read. An existing destination is replaced only with
+``force=True``, and only if it is an earlier export of that format that runcompare wrote,
+whatever ``force`` says (:mod:`runcompare.outputs`): a csv file whose header, or a JSON-lines
+file whose first object, has exactly the export's columns; a folder holding nothing but
+``run=*/part-*.parquet`` files with the key ``runcompare`` in their metadata, or nothing but
+``events.out.tfevents.*`` files written by runcompare; an empty folder is used as it is. Input
+files are only read.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import os
 import shutil
 import tempfile
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,9 +43,11 @@ import polars as pl
 
 from .errors import InputError, MissingInfoError, UsageError
 from .model import SCALAR_SCHEMA, Run
-from .tb_writer import TB_AXES, TB_STEP_UNITS, run_folder, whole_steps, write_events
+from .outputs import claim, head
+from .tb_writer import TB_AXES, TB_STEP_UNITS, run_folder, whole_steps, write_events, written_here
 
-__all__ = ["FORMATS", "TB_STEP_UNITS", "Exported", "encode_name", "export", "read_export"]
+__all__ = ["FORMATS", "PARQUET_KEY", "TB_STEP_UNITS", "Exported", "encode_name", "export",
+           "read_export"]
 
 #: Export formats, the default first.
 FORMATS = ("parquet", "csv", "jsonl", "tensorboard")
@@ -49,6 +55,10 @@ FORMATS = ("parquet", "csv", "jsonl", "tensorboard")
 _SUFFIXES = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".jsonl": "jsonl",
              ".ndjson": "jsonl"}
 _FLOATS = [name for name, dtype in SCALAR_SCHEMA.items() if dtype == pl.Float64]
+#: The key in each parquet file's metadata that marks it as runcompare's (value: its version).
+PARQUET_KEY = "runcompare"
+#: The first line of a csv export.
+_CSV_HEADER = ",".join(SCALAR_SCHEMA).encode()
 
 
 @dataclass(frozen=True)
@@ -82,7 +92,7 @@ def export(runs: Sequence[Run], path: str | Path, *, format: str | None = None,
     axis = _axis(fmt, x)
     named = _frames(runs, fmt=fmt, x=axis)
     target = Path(os.path.abspath(out))
-    _check_destination(target, fmt, force=force)
+    _check_destination(target, fmt, force=force, runs=runs)
     write = (functools.partial(_write_tensorboard, x=axis) if fmt == "tensorboard"
              else _WRITERS[fmt])
     written = _publish(target, lambda staged: write(named, staged))
@@ -204,26 +214,23 @@ def _folder(name: str, fmt: str) -> str:
     return run_folder(name)
 
 
-def _check_destination(out: Path, fmt: str, *, force: bool) -> None:
-    if not out.exists() and not out.is_symlink():
-        return
-    if out.is_dir() and not out.is_symlink() and not any(out.iterdir()):
-        return
-    if not force:
+def _check_destination(out: Path, fmt: str, *, force: bool, runs: Sequence[Run]) -> None:
+    folder = fmt in ("parquet", "tensorboard")
+    what = f"a {fmt} export" if folder else f"a {fmt} export file"
+    if claim(out, runs=runs, what=what, ours=functools.partial(_is_export, fmt=fmt),
+             folder=folder) and not force:
         raise InputError(f"{out} already exists; pass --force to replace it, or choose "
                          "another --output")
-    if not _is_export(out, fmt):
-        raise InputError(f"{out} exists and is not a {fmt} export, so --force leaves it alone; "
-                         "remove it yourself or choose another --output")
 
 
 def _is_export(out: Path, fmt: str) -> bool:
-    """Whether ``out`` holds only what a ``fmt`` export writes (no links, no other files)."""
-    if out.is_symlink():
-        return False
+    """Whether ``out`` is a ``fmt`` export runcompare wrote (see the module docstring): no
+    links, no other files."""
     if fmt in ("csv", "jsonl"):
-        return out.is_file()
-    if not out.is_dir():
+        first = head(out, 1 << 20).partition(b"\n")
+        return bool(first[1]) and (first[0] == _CSV_HEADER if fmt == "csv"
+                                   else _json_keys(first[0]) == list(SCALAR_SCHEMA))
+    if out.is_symlink() or not out.is_dir():
         return False
     for folder, dirs, files in os.walk(out):
         base = Path(folder)
@@ -231,12 +238,31 @@ def _is_export(out: Path, fmt: str) -> bool:
             return False
         for file in files:
             parts = (base / file).relative_to(out).parts
-            ours = (file.startswith("events.out.tfevents.") if fmt == "tensorboard" else
+            ours = (file.startswith("events.out.tfevents.") and written_here(base / file)
+                    if fmt == "tensorboard" else
                     len(parts) == 2 and parts[0].startswith("run=")
-                    and file.startswith("part-") and file.endswith(".parquet"))
+                    and file.startswith("part-") and file.endswith(".parquet")
+                    and _marked_parquet(base / file))
             if not ours:
                 return False
     return True
+
+
+def _json_keys(line: bytes) -> list[str] | None:
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return None
+    return list(value) if isinstance(value, dict) else None
+
+
+def _marked_parquet(file: Path) -> bool:
+    if head(file, 4) != b"PAR1":
+        return False
+    try:
+        return PARQUET_KEY in pl.read_parquet_metadata(file)
+    except (OSError, pl.exceptions.PolarsError):
+        return False
 
 
 def _publish(out: Path, write: Callable[[Path], list[Path]]) -> list[Path]:
@@ -263,11 +289,13 @@ def _publish(out: Path, write: Callable[[Path], list[Path]]) -> list[Path]:
 
 
 def _write_parquet(frames: list[tuple[str, pl.DataFrame]], out: Path) -> list[Path]:
+    from . import __version__
+
     files = []
     for name, frame in frames:
         folder = out / _folder(name, "parquet")
         folder.mkdir(parents=True)
-        frame.write_parquet(folder / "part-0.parquet")
+        frame.write_parquet(folder / "part-0.parquet", metadata={PARQUET_KEY: __version__})
         files.append(folder / "part-0.parquet")
     return files
 
@@ -313,6 +341,5 @@ _WRITERS: dict[str, Callable[[list[tuple[str, pl.DataFrame]], Path], list[Path]]
 
 def _write_tensorboard(frames: list[tuple[str, pl.DataFrame]], out: Path, *,
                        x: str) -> list[Path]:
-    now = time.time()
-    return [write_events(frame, out / _folder(name, "tensorboard"), x=x, now=now)
+    return [write_events(frame, out / _folder(name, "tensorboard"), x=x)
             for name, frame in frames]

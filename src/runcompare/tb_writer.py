@@ -1,23 +1,39 @@
 """Write a run's points as a TensorBoard event file, its step being a chosen axis.
 
-Records are framed by the ``tensorboard`` package's own :class:`RecordWriter` (length, masked
-CRC32C, payload, CRC) and hold its ``Event``/``Summary`` protos, as ``EventFileWriter`` writes
-them, but synchronously: no background thread, one file per run folder. Each logged step (a
-value of the axis and a wall time) becomes one event holding a ``simple_value`` per metric, the
-classic scalar form every TensorBoard version reads. TensorBoard stores scalars as float32.
+Records hold the ``tensorboard`` package's ``Event``/``Summary`` protos, as ``EventFileWriter``
+writes them, framed as TFRecords (length, its masked CRC-32C, payload, its masked CRC-32C) with
+the project's CRC (:mod:`runcompare.sources.codecs.crc`), synchronously: no background thread,
+one file per run folder. Each logged step (a value of the axis and a wall time) becomes one
+event holding a ``simple_value`` per metric, the classic scalar form every TensorBoard version
+reads. TensorBoard stores scalars as float32.
+
+The same points give the same bytes: nothing comes from the clock, the host or the process. The
+file is ``events.out.tfevents.<start>.runcompare``, ``<start>`` being the run's first logged
+wall time in whole seconds (0 when no finite one was logged); a point logged without a wall time has
+wall time 0, the protobuf default for "not set" (TensorBoard's wall-time axis shows it at
+1970), rather than a time that was never logged.
 """
 
 from __future__ import annotations
 
+import math
+import struct
 from pathlib import Path
 from urllib.parse import quote
 
 import polars as pl
+from google.protobuf.message import DecodeError
 from tensorboard.compat.proto.event_pb2 import Event, SourceMetadata
 from tensorboard.compat.proto.summary_pb2 import Summary
-from tensorboard.summary.writer.record_writer import RecordWriter
 
-__all__ = ["TB_AXES", "TB_STEP_UNITS", "run_folder", "whole_steps", "write_events"]
+from .outputs import head
+from .sources.codecs.crc import masked_crc32c
+
+__all__ = ["TB_AXES", "TB_STEP_UNITS", "WRITER", "run_folder", "whole_steps", "write_events",
+           "written_here"]
+
+#: ``source_metadata.writer`` of the first event of every file runcompare writes: its mark.
+WRITER = "runcompare"
 
 #: Axes a TensorBoard step can hold (time axes are TensorBoard's own). Its steps are whole
 #: numbers of at most 2⁶³ − 1: FLOPs are rounded, device-hours written as device-seconds.
@@ -61,22 +77,21 @@ def _part(text: str) -> str:
     return "".join(chars)
 
 
-def write_events(frame: pl.DataFrame, folder: Path, *, x: str, now: float) -> Path:
+def write_events(frame: pl.DataFrame, folder: Path, *, x: str) -> Path:
     """Write the points of ``frame`` (one run, ``SCALAR_SCHEMA``) to an event file in ``folder``.
 
     The event step is column ``x`` (which must be known for every point); the event wall time is
-    the logged one, or ``now`` (the export's time) where none was logged. Returns the file.
+    the logged one, or 0 where none was logged (see the module docstring). Returns the file.
     """
-    steps = _steps(frame, x=x, now=now)
-    logged = frame.get_column("wall_time").min()
-    start = now if logged is None else float(logged)  # type: ignore[arg-type]
+    steps = _steps(frame, x=x)
+    logged = frame.get_column("wall_time").drop_nans().min()
+    start = float(logged) if isinstance(logged, float) and math.isfinite(logged) else 0.0
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"events.out.tfevents.{int(now):010d}.runcompare"
+    path = folder / f"events.out.tfevents.{int(start):010d}.runcompare"
     with path.open("wb") as file:
-        writer = RecordWriter(file)
-        writer.write(_header(start).SerializeToString())
+        file.write(_record(_header(start).SerializeToString()))
         for step, wall_time, tags, values in steps.iter_rows():
-            writer.write(_event(step, wall_time, tags, values).SerializeToString())
+            file.write(_record(_event(step, wall_time, tags, values).SerializeToString()))
     return path
 
 
@@ -97,18 +112,40 @@ def whole_steps(frame: pl.DataFrame, x: str) -> pl.DataFrame | None:
     return frame.with_columns(values.cast(pl.Int64).alias(x))
 
 
-def _steps(frame: pl.DataFrame, *, x: str, now: float) -> pl.DataFrame:
+def _record(data: bytes) -> bytes:
+    """One TFRecord: the length (u64), its masked CRC-32C, the data, its masked CRC-32C."""
+    length = struct.pack("<Q", len(data))
+    return (length + struct.pack("<I", masked_crc32c(length)) + data
+            + struct.pack("<I", masked_crc32c(data)))
+
+
+def _steps(frame: pl.DataFrame, *, x: str) -> pl.DataFrame:
     """One row per (axis value, wall time) in axis order, with the metrics and values there."""
-    return (frame.with_columns(pl.col("wall_time").fill_null(now))
+    return (frame.with_columns(pl.col("wall_time").fill_null(0.0))
             .sort(x, "wall_time", maintain_order=True)
             .group_by(x, "wall_time", maintain_order=True)
             .agg("metric", "value"))
 
 
+def written_here(path: Path) -> bool:
+    """Whether ``path`` is an event file runcompare wrote: its first record is the header
+    event naming :data:`WRITER`."""
+    start = head(path, 12)
+    if len(start) < 12 or start[8:12] != struct.pack("<I", masked_crc32c(start[:8])):
+        return False
+    (length,) = struct.unpack("<Q", start[:8])
+    record = head(path, 12 + length)[12:] if length < 4096 else b""
+    try:
+        event = Event.FromString(record)
+    except DecodeError:
+        return False
+    return event.file_version.startswith("brain.Event:") and event.source_metadata.writer == WRITER
+
+
 def _header(wall_time: float) -> Event:
     """The first record of every event file: the format version TensorBoard checks."""
     return Event(wall_time=wall_time, file_version="brain.Event:2",
-                 source_metadata=SourceMetadata(writer="runcompare"))
+                 source_metadata=SourceMetadata(writer=WRITER))
 
 
 def _event(step: int, wall_time: float, tags: list[str], values: list[float]) -> Event:

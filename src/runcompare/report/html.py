@@ -24,13 +24,16 @@ from ..analysis import Comparison
 from ..analysis.kinds import QUALITY
 from ..display import fmt
 from ..model import Run
+from ..outputs import claim, head, write_atomic
 from .charts import AXIS_LABELS, MAX_POINTS, chart, drawing_smoothing, hidden_points
 from .terminal import _LEVELS
 from .verdict import verdict
 
-__all__ = ["default_report_path", "render_report", "write_report"]
+__all__ = ["GENERATOR", "default_report_path", "is_report", "render_report", "write_report"]
 
 _LR = "train/learning_rate"
+#: The mark of a report runcompare wrote, in its first KiB: only such a file is replaced.
+GENERATOR = '<meta name="generator" content="runcompare">'
 
 
 def default_report_path(runs: Sequence[Run], folder: Path = Path("reports")) -> Path:
@@ -47,10 +50,19 @@ def default_report_path(runs: Sequence[Run], folder: Path = Path("reports")) -> 
 
 
 def write_report(comparison: Comparison, path: Path) -> Path:
-    """Write the report for ``comparison`` to ``path`` (parent folders made) and return it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_report(comparison), encoding="utf-8")
-    return path
+    """Write the report for ``comparison`` to ``path`` (parent folders made) and return it.
+
+    Raises :class:`~runcompare.errors.InputError` when ``path`` is inside a run being read or
+    exists and is not a report runcompare wrote (:func:`~runcompare.outputs.claim`).
+    """
+    claim(path, runs=comparison.runs, what="an HTML report", ours=is_report,
+          fix="choose another --output, or pass --no-report")
+    return write_atomic(path, render_report(comparison).encode("utf-8"))
+
+
+def is_report(path: Path) -> bool:
+    """Whether ``path`` is a report runcompare wrote (:data:`GENERATOR` in its first KiB)."""
+    return GENERATOR.encode() in head(path, 1024)
 
 
 def render_report(comparison: Comparison) -> str:
@@ -84,7 +96,8 @@ def render_report(comparison: Comparison) -> str:
         _footer(comparison.runs),
     ])
     return _PAGE.format(title=_e(title), csp=_CSP, style=_STYLE, plotly=get_plotlyjs(),
-                        data=_json_for_script(data), script=_SCRIPT, body=body)
+                        data=_json_for_script(data), script=_SCRIPT, body=body,
+                        generator=GENERATOR)
 
 
 def _lr_chart(comparison: Comparison, smoothing: Any) -> dict[str, Any] | None:
@@ -229,7 +242,8 @@ _SCRIPT = """
   const palette = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
                    "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
   const colour = name => palette[data.runs.indexOf(name) % palette.length];
-  // plotly reads trace names as its own small HTML: entities keep them literal text
+  // plotly reads titles and trace names as its own small HTML: entities keep them literal
+  // text (display.plotly_text does the same for the static figures)
   const text = s => String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;")
     .replace(/>/g, "&gt;");
   const select = document.getElementById("rc-axis");
@@ -279,7 +293,7 @@ _SCRIPT = """
   }
   function plot(id, chart, axis) {
     Plotly.react(id, traces(chart, axis), {
-      title: {text: chart.metric}, xaxis: {title: {text: data.axes[axis]}},
+      title: {text: text(chart.metric)}, xaxis: {title: {text: text(data.axes[axis])}},
       margin: {t: 40, r: 10}, legend: {orientation: "h"}}, {displaylogo: false});
   }
   function draw(axis) {
@@ -292,7 +306,7 @@ _SCRIPT = """
 """
 
 _PAGE = """<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<html lang="en"><head><meta charset="utf-8">{generator}<title>{title}</title>
 <meta http-equiv="Content-Security-Policy" content="{csp}">
 <style>{style}</style>
 <script>{plotly}</script>

@@ -1,4 +1,5 @@
-"""The terminal summary: rich tables that fit 100 columns; no colour when not a TTY."""
+"""The terminal summary: rich tables that fit 100 columns; no colour when not a TTY. Every
+name and message from a log goes through :func:`~runcompare.display.terminal_text`."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from rich.text import Text
 from ..analysis import Comparison
 from ..analysis.kinds import QUALITY
 from ..batch import BatchPlan
-from ..display import fmt
+from ..display import fmt, terminal_text
 from ..model import Fact, Finding, Run
 
 __all__ = ["fmt", "print_comparison", "print_plan", "print_run"]
@@ -70,7 +71,7 @@ def batch_table(runs: Sequence[Run]) -> Table:
     table = Table(title="Batch hierarchy", title_justify="left")
     table.add_column("level", no_wrap=True)
     for run in runs:
-        table.add_column(run.name, justify="right", overflow="fold")
+        table.add_column(terminal_text(run.name), justify="right", overflow="fold")
     for label, get in _LEVELS:
         table.add_row(label, *(_cell(get(run)) for run in runs))
     return table
@@ -84,7 +85,7 @@ def sources_table(run: Run) -> Table:
     table.add_column("source", style="dim", overflow="fold")
     for label, get in _LEVELS:
         fact = get(run)
-        table.add_row(label, fmt(fact.value), fact.source)
+        table.add_row(label, fmt(fact.value), terminal_text(fact.source))
     return table
 
 
@@ -92,17 +93,17 @@ def _findings(console: Console, findings: Sequence[Finding]) -> None:
     styles = {"error": "bold red", "warning": "yellow", "info": "dim"}
     for finding in findings:
         where = f"{finding.run}: " if finding.run else ""
-        console.print(Text(f"{finding.level} [{finding.code}] {where}{finding.message}",
-                           style=styles[finding.level]))
+        console.print(Text(terminal_text(f"{finding.level} [{finding.code}] {where}"
+                                         f"{finding.message}"), style=styles[finding.level]))
 
 
 def print_run(run: Run, console: Console) -> None:
     """What ``runcompare inspect`` shows: sources, the hierarchy with sources, metrics."""
-    console.print(Text(f"{run.name}  ({run.path})", style="bold"))
+    console.print(Text(terminal_text(f"{run.name}  ({run.path})"), style="bold"))
     console.print(f"format {run.format}; sources {', '.join(run.sources)}; "
                   f"step unit {run.step_unit}; {run.scalars.height:,} points")
     console.print(sources_table(run))
-    console.print(f"metrics: {', '.join(run.metrics)}")
+    console.print(terminal_text(f"metrics: {', '.join(run.metrics)}"))
     _findings(console, run.findings)
 
 
@@ -110,7 +111,7 @@ def print_comparison(comparison: Comparison, console: Console,
                      report: str | None = None) -> None:
     """The compare summary: the verdict first, then the batch hierarchy, a race table per
     quality metric, the diagnostics, the end-of-run totals, throughput and findings."""
-    console.print(Text(str(comparison), style="bold"))
+    console.print(Text(terminal_text(str(comparison)), style="bold"))
     console.print(batch_table(comparison.runs))
     for metric in comparison.metrics:
         if comparison.kinds.get(metric) == QUALITY:
@@ -126,12 +127,12 @@ def print_comparison(comparison: Comparison, console: Console,
         console.print(f"fair axis for these runs: {comparison.proposed_axis} "
                       f"(compared on {comparison.x})")
     for name, members in comparison.groups.items():
-        console.print(f"seed group {name}: {', '.join(members)}")
+        console.print(terminal_text(f"seed group {name}: {', '.join(members)}"))
     # a run's own info findings (sources merged, points a restart overrode) are for `inspect`
     _findings(console, [f for f in comparison.finding_list
                         if f.level != "info" or f.run is None])
     if report:
-        console.print(f"report: {report}")
+        console.print(terminal_text(f"report: {report}"))
 
 
 def summary_table(comparison: Comparison, metric: str) -> Table:
@@ -141,14 +142,14 @@ def summary_table(comparison: Comparison, metric: str) -> Table:
     budget, target = rows.get_column("budget")[0], rows.get_column("target")[0]
     curve = rows.get_column("curve")[0]
     where = "raw values" if curve == "raw" else "smoothed curve"
-    table = Table(title=f"{metric} on {comparison.x} (target crossed on the {where})",
-                  title_justify="left")
+    table = Table(title=terminal_text(f"{metric} on {comparison.x} (target crossed on the "
+                                      f"{where})"), title_justify="left")
     for column in ("run", "final", "best", f"at {comparison.x} {fmt(budget)}",
                    f"{comparison.x} to {fmt(target)}", "speedup", "seconds to target",
                    "speedup (s)"):
         table.add_column(column, justify="left" if column == "run" else "right")
     for row in rows.iter_rows(named=True):
-        table.add_row(row["run"], *(fmt(row[k]) for k in (
+        table.add_row(terminal_text(row["run"]), *(fmt(row[k]) for k in (
             "final", "best", "at_common_budget", "x_to_target", "speedup",
             "elapsed_to_target", "elapsed_speedup")))
     return table
@@ -164,7 +165,8 @@ def diagnostics_table(comparison: Comparison) -> Table | None:
     for column in ("metric", "run", "final", "at common budget"):
         table.add_column(column, justify="left" if column in ("metric", "run") else "right")
     for row in rows.iter_rows(named=True):
-        table.add_row(row["metric"], row["run"], fmt(row["final"]), fmt(row["at_common_budget"]))
+        table.add_row(terminal_text(row["metric"]), terminal_text(row["run"]), fmt(row["final"]),
+                      fmt(row["at_common_budget"]))
     return table
 
 
@@ -177,10 +179,10 @@ def totals_table(comparison: Comparison) -> Table | None:
     table.add_column("metric", no_wrap=True)
     names = [run.name for run in comparison.runs]
     for name in names:
-        table.add_column(name, justify="right", overflow="fold")
+        table.add_column(terminal_text(name), justify="right", overflow="fold")
     for metric in totals.get_column("metric").unique(maintain_order=True).to_list():
         values = dict(totals.filter(metric=metric).select("run", "value").iter_rows())
-        table.add_row(metric, *(fmt(values.get(name)) for name in names))
+        table.add_row(terminal_text(metric), *(fmt(values.get(name)) for name in names))
     return table
 
 
@@ -191,7 +193,7 @@ def throughput_table(comparison: Comparison) -> Table:
     for label in columns.values():
         table.add_column(label, justify="left" if label == "run" else "right")
     for row in comparison.throughput.iter_rows(named=True):
-        table.add_row(row["run"], *(fmt(row[k]) for k in list(columns)[1:]))
+        table.add_row(terminal_text(row["run"]), *(fmt(row[k]) for k in list(columns)[1:]))
     return table
 
 

@@ -1,6 +1,11 @@
 """MLflow's SQLite tracking store (``mlflow.db``, MLflow 3's default), read with the stdlib.
 
-The database is opened read-only (``file:...?mode=ro``); nothing is ever written to it. One
+Nothing is ever written to the database or beside it (:func:`_connect`): a database whose
+writer left no changes in a ``-wal`` or ``-journal`` file beside it is opened read-only and
+immutable (``file:...?mode=ro&immutable=1``), so SQLite creates no ``-wal``/``-shm`` file and
+takes no lock; one with such changes (a live writer, a killed one) is copied with them into a
+private temporary folder and read there, so the changes are read and the originals untouched.
+Text that is not UTF-8 (MLflow writes UTF-8) is damage, an :class:`InputError`. One
 run = one row of ``runs`` (deleted runs and runs of deleted experiments are skipped). Its
 points are the ``metrics`` rows of that ``run_uuid``: MLflow stores NaN as 0.0 with
 ``is_nan = 1`` and ±inf as ±1.7976931348623157e308 (the largest double); both are turned
@@ -9,8 +14,10 @@ back into NaN and ±inf. Timestamps are milliseconds.
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -21,15 +28,22 @@ from urllib.parse import quote
 import polars as pl
 
 from ...errors import InputError
+from ...model import Finding
 
-__all__ = ["METRIC_SCHEMA", "RunRecord", "databases", "is_database", "read_run", "run_ids",
-           "run_name"]
+__all__ = ["METRIC_SCHEMA", "RunRecord", "databases", "is_database", "pending", "read_run",
+           "run_ids", "run_name"]
 
 HEADER = b"SQLite format 3\x00"
 SUFFIXES = (".db", ".sqlite", ".sqlite3")
 #: The name MLflow gives its database; claimed even when damaged, so the user sees why.
 DEFAULT_NAME = "mlflow.db"
 _TABLES = {"runs", "metrics", "params", "tags"}
+#: Files beside a database where SQLite keeps changes a writer has not yet put in it.
+_SIDE_FILES = ("-wal", "-journal")
+#: A metrics row as MLflow types it; SQLite stores any type in any column, so others are damage.
+_TYPED = ("(typeof(key) = 'text' AND typeof(value) IN ('real', 'integer') "
+          "AND typeof(step) = 'integer' AND typeof(timestamp) = 'integer' "
+          "AND typeof(is_nan) = 'integer')")
 #: Columns of a run's metric points as both stores give them.
 METRIC_SCHEMA = {"key": pl.String, "value": pl.Float64, "step": pl.Int64,
                  "timestamp": pl.Int64}
@@ -47,6 +61,8 @@ class RunRecord:
     metrics: pl.DataFrame
     params: dict[str, str] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
+    #: What was wrong with what was stored (rows skipped), for the run's findings.
+    findings: list[Finding] = field(default_factory=list)
 
 
 def databases(path: Path) -> list[Path]:
@@ -112,16 +128,27 @@ def read_run(db: Path, run_id: str) -> RunRecord:
             raise InputError(f"{db}: no run with id {run_id!r} (live runs: {known}); pass the "
                              "database or its folder to read every run")
         name, status, stage, experiment = runs[0]
-        rows = _query(conn, db, """
-            SELECT key, value, step, timestamp, is_nan FROM metrics WHERE run_uuid = ?""",
-                      (run_id,))
+        rows = _query(conn, db, f"""
+            SELECT key, value, step, timestamp, is_nan FROM metrics
+            WHERE run_uuid = ? AND {_TYPED}""", (run_id,))
+        untyped = _query(conn, db, f"""
+            SELECT count(*) FROM metrics WHERE run_uuid = ? AND NOT {_TYPED}""", (run_id,))
         params = dict(_query(conn, db, "SELECT key, value FROM params WHERE run_uuid = ?",
                              (run_id,)))
         tags = dict(_query(conn, db, "SELECT key, value FROM tags WHERE run_uuid = ?",
                            (run_id,)))
     return RunRecord(run_id=run_id, name=name or tags.get("mlflow.runName"),
                      experiment=experiment, status=status, deleted=stage == "deleted",
-                     metrics=_metrics(rows), params=params, tags=tags)
+                     metrics=_metrics(rows), params=params, tags=tags,
+                     findings=_untyped(db, name or run_id, untyped[0][0]))
+
+
+def _untyped(db: Path, run: str, count: int) -> list[Finding]:
+    if not count:
+        return []
+    return [Finding("warning", "damaged-input",
+                    f"{db}: {count} metric rows of run {run!r} do not hold a text key and "
+                    "numeric value, step and timestamp (damaged or edited); skipped them")]
 
 
 def _metrics(rows: list[tuple[Any, ...]]) -> pl.DataFrame:
@@ -135,28 +162,54 @@ def _metrics(rows: list[tuple[Any, ...]]) -> pl.DataFrame:
             .sort("timestamp", "step", maintain_order=True))
 
 
+def pending(db: Path) -> list[Path]:
+    """The non-empty ``-wal``/``-journal`` files beside ``db``: changes not yet in the file."""
+    files = [db.with_name(db.name + suffix) for suffix in _SIDE_FILES]
+    return [file for file in files if file.is_file() and file.stat().st_size > 0]
+
+
 @contextmanager
 def _connect(db: Path) -> Iterator[sqlite3.Connection]:
-    """A read-only connection (never creates or changes the file), closed on exit."""
-    uri = f"file:{quote(str(db.resolve()))}?mode=ro"
-    try:
-        conn = sqlite3.connect(uri, uri=True)
-    except sqlite3.Error as exc:
-        raise _error(db, exc) from exc
-    try:
-        yield conn
-    finally:
-        conn.close()
+    """A connection that reads ``db`` and writes nothing to it or beside it, closed on exit."""
+    with _readable(db) as (file, immutable):
+        flags = "mode=ro&immutable=1" if immutable else "mode=rw"
+        try:
+            conn = sqlite3.connect(f"file:{quote(str(file))}?{flags}", uri=True)
+        except sqlite3.Error as exc:
+            raise _error(db, exc) from exc
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+
+@contextmanager
+def _readable(db: Path) -> Iterator[tuple[Path, bool]]:
+    """The file to open and whether it may be opened immutable: ``db`` itself when nothing is
+    pending beside it, else a copy of it and its pending files in a temporary folder."""
+    db = db.resolve()
+    side = pending(db)
+    if not side:
+        yield db, True
+        return
+    with tempfile.TemporaryDirectory(prefix="runcompare-sqlite-") as folder:
+        try:
+            for file in (db, *side):
+                shutil.copyfile(file, Path(folder) / file.name)
+        except OSError as exc:
+            raise InputError(f"{db}: cannot be read with its {side[0].name} "
+                             f"({exc.strerror or exc}); check the permissions of both") from exc
+        yield Path(folder) / db.name, False
 
 
 def _query(conn: sqlite3.Connection, db: Path, sql: str,
            args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
     try:
         return conn.execute(sql, args).fetchall()
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, UnicodeDecodeError) as exc:  # text that is not UTF-8 is damage
         raise _error(db, exc) from exc
 
 
-def _error(db: Path, exc: sqlite3.Error) -> InputError:
+def _error(db: Path, exc: sqlite3.Error | UnicodeDecodeError) -> InputError:
     return InputError(f"{db}: cannot be read as an MLflow SQLite database ({exc}); check that "
                       "it is the tracking database MLflow wrote (sqlite:///...) and not damaged")

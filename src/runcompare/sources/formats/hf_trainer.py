@@ -27,7 +27,7 @@ from ..codecs.files import lfs_message
 from ..format import Format
 from ..naming import canonical
 
-__all__ = ["FORMAT", "expand", "files", "read"]
+__all__ = ["FORMAT", "expand", "files", "read", "read_files"]
 
 STATE = "trainer_state.json"
 #: checkpoint-N/, and last-checkpoint/ (the Hub's layout with hub_strategy="checkpoint").
@@ -87,7 +87,7 @@ def _other_runs(chosen: Path, history: list[Any],
 
 def _model_config_facts(path: Path) -> dict[str, Fact[Any]]:
     """The transformers version from the model's config.json beside the state (plain JSON)."""
-    config = (path if path.is_dir() else path.parent) / "config.json"
+    config = _config_file(path)
     if not config.is_file():  # absent, or a FIFO that would block the read
         return {}
     try:
@@ -123,6 +123,18 @@ def _order(state: Path) -> int:
     """The step in a checkpoint folder's name (last-checkpoint/ after every numbered one)."""
     number = _CHECKPOINT.fullmatch(state.parent.name).group(1)  # type: ignore[union-attr]
     return int(number) if number else 1 << 62
+
+
+def read_files(path: Path) -> list[Path]:
+    """Every file :func:`read` reads: the :func:`files` and, beside them, the model's
+    config.json (none when there is no trainer_state.json)."""
+    states = files(path)
+    config = _config_file(path)
+    return states + ([config] if states and config.is_file() else [])
+
+
+def _config_file(path: Path) -> Path:
+    return (path if path.is_dir() else path.parent) / "config.json"
 
 
 def _int(value: Any) -> int:
@@ -248,4 +260,4 @@ FORMAT = Format(
     "hf-trainer",
     "an HF Trainer output dir (or a folder of them): trainer_state.json at its root or in "
     "checkpoint-N/",
-    read=read, files=files, sniff=lambda path: bool(expand(path)), expand=expand)
+    read=read, files=read_files, sniff=lambda path: bool(expand(path)), expand=expand)

@@ -37,7 +37,15 @@ from ..config import load_yaml, nested_facts
 from ..format import Format
 from ..naming import LIGHTNING, TRAINER, canonical_names
 from ..textlog import lines as _lines
-from ._mlflow_sqlite import METRIC_SCHEMA, RunRecord, databases, is_database, read_run, run_ids
+from ._mlflow_sqlite import (
+    METRIC_SCHEMA,
+    RunRecord,
+    databases,
+    is_database,
+    pending,
+    read_run,
+    run_ids,
+)
 from ._mlflow_sqlite import run_name as _db_run_name
 
 __all__ = ["FORMAT", "expand", "files", "read", "run_name", "sniff", "virtual"]
@@ -76,9 +84,7 @@ def files(path: Path) -> list[Path]:
     """The files :func:`read` reads for the one run at ``path`` (the database for a db run)."""
     virtual = _virtual(path)
     if virtual is not None:
-        db = virtual[0]
-        wal = db.with_name(db.name + "-wal")
-        return [db] + ([wal] if wal.is_file() else [])
+        return [virtual[0], *pending(virtual[0])]
     if _is_run_dir(path):
         found = [path / META]
         for sub in _STORE_DIRS:
@@ -106,7 +112,8 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
     root = _single_root(path)
     virtual = _virtual(root)
     if virtual is not None:
-        record, where, findings = read_run(*virtual), f"{virtual[0].name} params", []
+        record = read_run(*virtual)
+        where, findings = f"{virtual[0].name} params", list(record.findings)
     else:
         record, findings = _read_file_run(root)
         where = "mlflow params"
