@@ -31,7 +31,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import cache, partial
+from functools import cache, lru_cache, partial
 from pathlib import Path
 
 import numpy as np
@@ -111,9 +111,19 @@ class Lines:
 def head(path: Path, size: int = HEAD_BYTES) -> str:
     """The first ``size`` bytes of ``path`` as text ("" if it cannot be read); when they hold
     less than two whole lines (a megabyte-long first line), the ``size`` bytes after the
-    first line end within the first ``CHUNK_BYTES`` are added."""
+    first line end within the first ``CHUNK_BYTES`` are added. Kept for the file's size and
+    mtime, so the text formats that look at one file in turn read it once."""
     try:
-        with path.open("rb") as handle:
+        stat = path.stat()
+    except OSError:
+        return ""
+    return _head(str(path), stat.st_size, stat.st_mtime_ns, stat.st_ino, size)
+
+
+@lru_cache(maxsize=1 << 14)
+def _head(path: str, _size: int, _mtime: int, _inode: int, size: int) -> str:
+    try:
+        with open(path, "rb") as handle:
             data = handle.read(size)
             if data.count(b"\n") < 2 and len(data) == size:
                 rest = handle.read(CHUNK_BYTES)
@@ -132,13 +142,15 @@ def log_files(path: Path, claims: Callable[[str], bool]) -> list[Path]:
     console copy in a W&B run folder are never taken.
     """
     if path.is_file():
-        candidates = [path]
+        candidates = [] if _is_wandb_file(path) else [path]
     elif path.is_dir():
-        candidates = sorted((p for p in path.iterdir()
-                             if p.suffix in LOG_SUFFIXES and p.is_file()), key=_natural)
+        in_run = _in_wandb_run(path)  # once for the folder's files, not once each
+        candidates = [] if in_run else sorted(
+            (p for p in path.iterdir() if p.suffix in LOG_SUFFIXES and p.name not in _WANDB_DEBUG
+             and p.is_file()), key=_natural)
     else:
         return []
-    return [p for p in candidates if not _is_wandb_file(p) and claims(head(p))]
+    return [p for p in candidates if claims(head(p))]
 
 
 def logs_at(path: Path, claims: Callable[[str], bool], *, missing: str) -> list[Path]:
@@ -158,11 +170,86 @@ def read_rows(logs: list[Path], parse: Callable[[pl.DataFrame], Parsed], *,
     in the low), and the reading findings."""
     parts: list[pl.DataFrame] = []
     findings: list[Finding] = []
+    small = [_size(file) < SMALL_BYTES for file in logs] if len(logs) > 1 else [False]
+    batch: list[tuple[int, Path]] = []
     for index, file in enumerate(logs):
+        if small[index]:
+            batch.append((index, file))
+            if len(batch) < _BATCH and index + 1 < len(logs) and small[index + 1]:
+                continue
+            parts.append(_read_small(batch, parse, layout, findings))
+            batch = []
+            continue
         lines = read_lines(file, parse, layout=layout)
         parts.append(lines.rows.with_columns(pos=pl.col("line") + (index << 40)))
         findings += lines.findings(file)
     return pl.concat(parts, how="diagonal_relaxed"), findings
+
+
+#: Logs smaller than this, when there are several, are parsed together: one pass of ``parse``
+#: over their lines (a folder of thousands of small logs costs a few polars passes, not one
+#: per file), up to :data:`_BATCH` files at a time.
+SMALL_BYTES = 64 << 10
+_BATCH = 256
+
+
+def _size(file: Path) -> int:
+    try:
+        return file.stat().st_size
+    except OSError:
+        return SMALL_BYTES  # read alone: read_lines says what is wrong with it
+
+
+def _read_small(batch: list[tuple[int, Path]], parse: Callable[[pl.DataFrame], Parsed],
+                layout: Callable[[bytes], Layout | None] | None,
+                findings: list[Finding]) -> pl.DataFrame:
+    """:func:`read_lines` of several small logs at once, the rows' ``line`` and ``pos`` those
+    of each one's own file: the same rows and findings as reading them one by one."""
+    datas, counts = [], []
+    for _, file in batch:
+        data = _small_bytes(file, findings)
+        datas.append(data)
+        counts.append(data.count(b"\n"))
+    joined = b"".join(datas)
+    _, parsed, _ = _read_chunk((0, len(joined)), read=lambda span: joined, parse=parse,
+                               layout=layout, merge=into("rows"))
+    rows = parsed["rows"] if isinstance(parsed, dict) else parsed
+    starts = np.cumsum([0, *counts])  # lines before each file
+    line = rows.get_column("line").to_numpy() - 1
+    owner = np.searchsorted(starts, line, side="right") - 1
+    indexes = np.array([index for index, _ in batch], dtype=np.int64)
+    own_line = line - starts[owner] + 1
+    return rows.with_columns(line=pl.Series(own_line), pos=pl.Series(
+        (indexes[owner] << 40) + own_line))
+
+
+def _small_bytes(file: Path, findings: list[Finding]) -> bytes:
+    """A small log's bytes as :func:`read_lines` would read them (a cut last number left out,
+    a last line without its newline given one), with the same errors and findings."""
+    try:
+        data = file.read_bytes()
+    except OSError as exc:
+        raise InputError(f"{file}: cannot be read ({exc.strerror})") from exc
+    if not data:
+        raise InputError(f"{file}: empty file; nothing was logged to it yet (point "
+                         "runcompare at the log of a run that has started)")
+    pointer = lfs_message(file, data[:len(LFS_POINTER)])
+    if pointer is not None:
+        raise InputError(pointer)
+    data = data.replace(b"\x1f", b" ")
+    lines = Lines(pl.DataFrame(), data.count(b"\n") + (not data.endswith(b"\n")))
+    after = max(data.rfind(b"\n"), data.rfind(b"\r")) + 1
+    if not data.endswith(b"\n") and _CUT.search(data[after:]):  # the last line's number
+        lines.cut = (lines.count, data[after:].decode("utf-8", "replace"))
+        data = data[:after]
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        bad = [i + 1 for i, line in enumerate(data.split(b"\n"))
+               if line.decode("utf-8", "replace") != line.decode("utf-8", "ignore")]
+        lines.garbled, lines.first_garbled = len(bad), bad[0] if bad else None
+    findings += lines.findings(file)
+    return data if not data or data.endswith(b"\n") else data + b"\n"
 
 
 def record_lines(file: Path) -> tuple[pl.DataFrame, list[Finding]]:
@@ -189,8 +276,13 @@ def _natural(path: Path) -> list[object]:
 
 
 def _is_wandb_file(path: Path) -> bool:
-    parents = [p.name for p in path.resolve().parents[:3]]
-    return path.name in _WANDB_DEBUG or any(_WANDB_RUN.match(name) for name in parents)
+    return path.name in _WANDB_DEBUG or _in_wandb_run(path.resolve().parent)
+
+
+def _in_wandb_run(folder: Path) -> bool:
+    """Whether ``folder`` is in a W&B run folder (it, or one of its two parents)."""
+    folder = folder.resolve()
+    return any(_WANDB_RUN.match(f.name) for f in [folder, *folder.parents[:2]])
 
 
 def read_lines(path: Path, parse: Callable[[pl.DataFrame], Parsed], *,
