@@ -82,3 +82,13 @@ def test_a_progress_bar_count_past_64_bits_is_no_count(tmp_path):
     assert raw.points == REGISTRY["hf-stdout"].read_at(SAMPLES / "attn" / "train.log").points
     run = rc.load(tmp_path / "train.log", cache=False)
     assert run.scalars.height > 0
+
+
+def test_a_panel_run_name_holding_a_quote_keeps_its_points(tmp_path):
+    """The real panel export with a run renamed to hold a `"` (written "" in the CSV)."""
+    panel = DATA / "wandb_export" / "ui" / "by_global_step" / "train_loss.csv"
+    (tmp_path / "train_loss.csv").write_text(panel.read_text().replace('"mamba - ', '"ma""mba - '))
+    runs = {run.name: run for run in rc.load_many([tmp_path / "train_loss.csv"], cache=False)}
+    plain = {run.name: run for run in rc.load_many([panel], cache=False)}
+    assert set(runs) == {'ma"mba', "attn"}
+    assert runs['ma"mba'].scalars.height == plain["mamba"].scalars.height > 0

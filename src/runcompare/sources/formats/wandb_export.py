@@ -208,11 +208,14 @@ def _parsed(file: Path, size: int, mtime_ns: int) -> pl.DataFrame:
     try:
         if suffix == ".csv":
             frame = pl.read_csv(file, infer_schema=False, encoding="utf8-lossy")
+            header = _header(file)  # the names as the csv module reads them ("" as ")
+            if len(header) == frame.width and len(set(header)) == len(header):
+                frame.columns = header
         elif suffix == ".parquet":
             frame = pl.read_parquet(file)
         else:
             frame = pl.read_ndjson(file, infer_schema_length=None)
-    except (OSError, pl.exceptions.PolarsError, ValueError) as exc:
+    except (OSError, pl.exceptions.PolarsError, ValueError, csv.Error) as exc:
         raise InputError(f"{file}: not readable as W&B history ({exc.__class__.__name__}: "
                          f"{str(exc).splitlines()[0] if str(exc) else ''}); export it again "
                          "or pass the run folder") from exc
