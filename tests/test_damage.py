@@ -92,3 +92,16 @@ def test_a_panel_run_name_holding_a_quote_keeps_its_points(tmp_path):
     plain = {run.name: run for run in rc.load_many([panel], cache=False)}
     assert set(runs) == {'ma"mba', "attn"}
     assert runs['ma"mba'].scalars.height == plain["mamba"].scalars.height > 0
+
+
+def test_one_unreadable_run_of_a_logdir_is_skipped_with_a_finding(cli, tmp_path):
+    shutil.copytree(DATA / "tensorboard" / "tf2", tmp_path / "a")
+    shutil.copytree(DATA / "tensorboard" / "torch_simple", tmp_path / "b")
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "events.out.tfevents.1.host").write_bytes(bytes(range(256)) * 20)
+    runs = rc.load_many([tmp_path], cache=False)
+    assert [r.name for r in runs] == ["a", "b"]  # not renamed after the logdir
+    assert all("run-skipped" in [f.code for f in r.findings] for r in runs)
+    assert "c was not read" in next(f for f in runs[0].findings if f.code == "run-skipped").message
+    result = cli("inspect", tmp_path / "c", "--no-cache")  # alone: the clear line
+    assert result.exit_code == 1 and "no readable TensorBoard event" in result.stderr

@@ -64,23 +64,35 @@ def load_many(paths: Iterable[str | Path], *, source: str | None = None,
         expand(Path(path), source=source) if pattern is None else [_given(Path(path))])]
     shown = _unique([name for _, name, _ in roots], [root for root, _, _ in roots])
     _check_addressed(per_run, [name for _, name, _ in roots], shown)
-    staged = []
+    staged: list[tuple[Path, str, dict[str, Fact[Any]], list[RawLog], list[Finding]]] = []
+    skipped: list[Finding] = []
     for done, ((root, name, from_source), unique) in enumerate(zip(roots, shown)):
         if progress is not None:
             progress(done, len(roots), unique)
         user = {**common, **per_run.get(name, {}), **per_run.get(unique, {})}
         hints = {**_hints(root, user), **({"pattern": pattern} if pattern else {})}
-        formats = detect(root, source=source) if pattern is None else {"text": REGISTRY["text"]}
-        raws, findings = _read_all(formats, root, cache, hints)
+        try:
+            formats = detect(root, source=source) if pattern is None else {
+                "text": REGISTRY["text"]}
+            raws, findings = _read_all(formats, root, cache, hints)
+        except InputError as exc:  # one unreadable run of several: the others are compared
+            if len(roots) == 1:
+                raise
+            skipped.append(Finding("warning", "run-skipped",
+                                   f"{unique} was not read ({exc}); the other runs are "
+                                   "compared without it"))
+            continue
         named = (user.get("name") or Fact(None, "")).value or (
             _chosen(raws).name if from_source else None) or name
         staged.append((root, named, user, raws, findings))
+    if not staged:
+        raise InputError("no run could be read: " + "; ".join(f.message for f in skipped))
     names = _unique([item[1] for item in staged], [item[0] for item in staged])
     unknown = set(per_run) - {name for _, name, _ in roots} - set(names) - set(shown)
     if unknown:
         raise UsageError(f"--set names no run called {', '.join(sorted(unknown))}; the runs "
                          f"are {', '.join(names)}")
-    return [_build(root, name, user, raws, findings, duplicates, stated)
+    return [_build(root, name, user, raws, findings + skipped, duplicates, stated)
             for (root, _, user, raws, findings), name in zip(staged, names)]
 
 
