@@ -105,3 +105,39 @@ def test_one_unreadable_run_of_a_logdir_is_skipped_with_a_finding(cli, tmp_path)
     assert "c was not read" in next(f for f in runs[0].findings if f.code == "run-skipped").message
     result = cli("inspect", tmp_path / "c", "--no-cache")  # alone: the clear line
     assert result.exit_code == 1 and "no readable TensorBoard event" in result.stderr
+
+
+def _chunks(data: bytes) -> list[int]:
+    """Offsets of the chunks of a sound .wandb file, walked by their headers."""
+    from runcompare.sources.codecs.leveldb import BLOCK, HEADER
+
+    at, found = len(HEADER), []
+    while at + 7 <= len(data):
+        left = BLOCK - at % BLOCK
+        if left < 7:
+            at += left
+            continue
+        length = int.from_bytes(data[at + 4:at + 6], "little")
+        found.append(at)
+        at += 7 + length
+    return found
+
+
+def test_a_wandb_chunk_header_damaged_mid_file_loses_only_its_chunk():
+    """A flipped bit in a chunk's length, and a zeroed chunk header, in a copy of a real
+    .wandb: the reader resyncs at the next sound chunk of the block."""
+    from runcompare.sources.codecs.leveldb import read_records
+
+    run = DATA / "wandb" / "project" / "wandb" / "offline-run-20261129_101033-gb77sxtq"
+    data = (run / "run-gb77sxtq.wandb").read_bytes()
+    whole = read_records(data).payloads
+    chunks = _chunks(data)
+    at = chunks[len(chunks) // 2]
+    flipped = bytearray(data)
+    flipped[at + 5] ^= 0x80  # the length's high byte: now past its block and the file
+    zeroed = bytearray(data)
+    zeroed[at:at + 7] = bytes(7)
+    for damaged in (flipped, zeroed):
+        records = read_records(bytes(damaged))
+        assert records.payloads[-1] == whole[-1]  # read on to the end
+        assert len(records.payloads) >= len(whole) - 2 and records.damage

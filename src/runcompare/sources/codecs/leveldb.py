@@ -390,7 +390,7 @@ def _scan(data: Buffer, full: list[int], multi: list[tuple[int, Pieces]],
                 parts, start = _drop_partial(start, damage)
             if problem.startswith(("torn", "zero-filled")):
                 break
-            pos = end if problem.startswith("CRC") else pos + left
+            pos = end if problem.startswith("CRC") else _resync(data, pos, pos + left)
             continue
         chunk = (pos + _CHUNK_HEADER, end)
         if kind in (_FULL, _FIRST):
@@ -422,15 +422,30 @@ def _problem(data: bytes, pos: int, crc: int, length: int, kind: int, left: int)
         rest = size - pos
         if not data[pos:].strip(b"\0"):
             return f"zero-filled tail ({rest} bytes)"
-        return "zeroed chunk header; skipped to the next block"
+        return "zeroed chunk header; skipped to the next sound chunk"
     valid = kind in _TYPE_CRC
-    if valid and end > size:
+    fits = length <= left - _CHUNK_HEADER  # a chunk never crosses its block's end
+    if valid and fits and end > size:
         return f"torn last chunk ({size - pos - _CHUNK_HEADER} of {length} bytes written)"
-    if not valid or length > left - _CHUNK_HEADER:
-        return f"bad chunk header (type {kind}, length {length}); skipped to the next block"
+    if not valid or not fits:
+        return f"bad chunk header (type {kind}, length {length}); skipped to the next sound chunk"
     if zlib.crc32(data[pos + _CHUNK_HEADER:end], _TYPE_CRC[kind]) != crc:
         return "CRC mismatch; chunk skipped"
     return None
+
+
+def _resync(data: Buffer, pos: int, block_end: int) -> int:
+    """The first offset after ``pos`` in its block where a sound chunk starts (a valid type, a
+    length inside the block, a matching CRC), else the block's end: what a damaged header
+    hides of its block is read again."""
+    limit = min(block_end, len(data)) - _CHUNK_HEADER
+    for at in range(pos + 1, limit + 1):
+        crc, length, kind = _unpack(data, at)
+        end = at + _CHUNK_HEADER + length
+        if kind in _TYPE_CRC and end <= block_end and end <= len(data) and length \
+                and zlib.crc32(data[at + _CHUNK_HEADER:end], _TYPE_CRC[kind]) == crc:
+            return at
+    return block_end
 
 
 def _drop_partial(start: int, damage: list[tuple[int, str]]) -> tuple[list[bytes], int]:
