@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib
 import re
 
 import pytest
@@ -10,6 +11,8 @@ import pytest
 from runcompare.sources import FORMATS, REGISTRY
 
 from .conftest import DATA, ROOT, SAMPLES
+
+FORMATS_DIR = ROOT / "src" / "runcompare" / "sources" / "formats"
 
 #: One real log of each format, which no other format claims.
 OWN = {
@@ -33,10 +36,15 @@ def test_every_format_has_test_data_here():
     assert set(OWN) == set(REGISTRY)
 
 
-@pytest.mark.parametrize("name", list(REGISTRY))
-def test_the_registry_key_is_the_formats_own_name(name):
-    assert REGISTRY[name].name == name
-    assert [fmt.name for fmt in FORMATS] == list(REGISTRY)
+@pytest.mark.parametrize("module", sorted(p.stem for p in FORMATS_DIR.glob("[!_]*.py")))
+def test_every_format_module_is_registered_under_its_own_name(module):
+    """A module in formats/ whose FORMAT is missing from the registry (or there under another
+    object) fails here."""
+    fmt = importlib.import_module(f"runcompare.sources.formats.{module}").FORMAT
+    assert REGISTRY.get(fmt.name) is not None
+    registered = REGISTRY[fmt.name]
+    assert (registered.read, registered.files) == (fmt.read, fmt.files)
+    assert len(FORMATS) == len(REGISTRY)  # no name twice
 
 
 @pytest.mark.parametrize("name", list(REGISTRY))

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ...errors import InputError
 
-__all__ = ["LFS_POINTER", "Buffer", "lfs_message", "read_file", "writable"]
+__all__ = ["LFS_POINTER", "Buffer", "lfs_message", "read_file", "refuse_lfs_pointer", "writable"]
 
 #: What the decoders read: ``bytes``, or a writable buffer with the same slicing and searching
 #: (``bytearray``, ``mmap.mmap``).
@@ -38,14 +38,20 @@ def lfs_message(file: Path, start: bytes) -> str | None:
             "download the file itself) and read it again")
 
 
+def refuse_lfs_pointer(file: Path, start: bytes) -> None:
+    """Raise :class:`InputError` saying what to do when ``start`` (the file's first bytes) is a
+    Git LFS pointer."""
+    message = lfs_message(file, start)
+    if message is not None:
+        raise InputError(message)
+
+
 def read_file(file: Path) -> Buffer:
     """The file's bytes, in a writable buffer that a decoder may rearrange in place (no copy
     of a large file): an anonymous ``mmap`` (:func:`writable`), else a ``bytearray``. Raises
     ``OSError``, and :class:`InputError` for a Git LFS pointer."""
     with file.open("rb") as handle:
-        pointer = lfs_message(file, handle.read(len(LFS_POINTER)))
-        if pointer is not None:
-            raise InputError(pointer)
+        refuse_lfs_pointer(file, handle.read(len(LFS_POINTER)))
         handle.seek(0)
         size = os.fstat(handle.fileno()).st_size
         if not size:

@@ -23,7 +23,7 @@ import polars as pl
 
 from ...errors import InputError
 from ...model import RAW_SCHEMA, Fact, Finding, RawLog
-from ..codecs.files import lfs_message
+from ..codecs.files import LFS_POINTER, lfs_message
 from ..format import Format
 from ..naming import canonical
 
@@ -147,7 +147,7 @@ def _load(file: Path) -> tuple[dict[str, Any] | None, Finding | None]:
         text = file.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         raise InputError(f"{file}: cannot be read ({exc.strerror})") from exc
-    pointer = lfs_message(file, text[:64].encode())
+    pointer = lfs_message(file, text[:len(LFS_POINTER)].encode())
     if pointer is not None:
         return None, Finding("error", "lfs-pointer", pointer)
     try:

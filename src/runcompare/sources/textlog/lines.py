@@ -39,7 +39,7 @@ import polars as pl
 
 from ...errors import InputError, UsageError
 from ...model import RAW_SCHEMA, Finding
-from ..codecs.files import LFS_POINTER, lfs_message, writable
+from ..codecs.files import LFS_POINTER, refuse_lfs_pointer, writable
 from . import layout as _layout
 from .layout import Layout
 
@@ -233,15 +233,13 @@ def _small_bytes(file: Path, findings: list[Finding]) -> bytes:
     if not data:
         raise InputError(f"{file}: empty file; nothing was logged to it yet (point "
                          "runcompare at the log of a run that has started)")
-    pointer = lfs_message(file, data[:len(LFS_POINTER)])
-    if pointer is not None:
-        raise InputError(pointer)
+    refuse_lfs_pointer(file, data[:len(LFS_POINTER)])
     data = data.replace(b"\x1f", b" ")
     lines = Lines(pl.DataFrame(), data.count(b"\n") + (not data.endswith(b"\n")))
-    after = max(data.rfind(b"\n"), data.rfind(b"\r")) + 1
-    if not data.endswith(b"\n") and _CUT.search(data[after:]):  # the last line's number
-        lines.cut = (lines.count, data[after:].decode("utf-8", "replace"))
-        data = data[:after]
+    tail, _ = _tail_cut(data, whole=True)
+    if tail:  # the last line's number
+        lines.cut = (lines.count, tail.decode("utf-8", "replace"))
+        data = data[:-len(tail)]
     try:
         data.decode("utf-8")
     except UnicodeDecodeError:
@@ -306,9 +304,7 @@ def read_lines(path: Path, parse: Callable[[pl.DataFrame], Parsed], *,
                              "runcompare at the log of a run that has started)")
         size = chunk_bytes or CHUNK_BYTES
         with path.open("rb") as handle:
-            pointer = lfs_message(path, handle.read(len(LFS_POINTER)))
-            if pointer is not None:
-                raise InputError(pointer)
+            refuse_lfs_pointer(path, handle.read(len(LFS_POINTER)))
             # the scanner reads a chunk where it lies, in a buffer of the worker's own
             read = _reader(handle, size, reuse=bool(layout) and _layout.NATIVE)
             spans = list(_spans(handle, size))
@@ -345,9 +341,15 @@ def _cut_tail(handle: io.BufferedReader) -> tuple[bytes, bool]:
     end = handle.seek(0, io.SEEK_END)
     start = max(0, end - _PROBE)
     handle.seek(start)
-    data = handle.read()
+    return _tail_cut(handle.read(), whole=start == 0)
+
+
+def _tail_cut(data: bytes, *, whole: bool) -> tuple[bytes, bool]:
+    """:func:`_cut_tail` of a file's last bytes ``data`` (``whole``: the whole file)."""
+    if data.endswith(b"\n"):
+        return b"", False
     after = max(data.rfind(b"\n"), data.rfind(b"\r")) + 1
-    if after == 0 and start > 0:
+    if after == 0 and not whole:
         return b"", False  # a last line longer than the probe: left as it is
     tail = data[after:]
     if not _CUT.search(tail):
