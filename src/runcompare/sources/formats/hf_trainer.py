@@ -114,8 +114,10 @@ def files(path: Path) -> list[Path]:
 def expand(path: Path) -> list[Path]:
     """The output dirs at ``path``: itself when it is one, else its subfolders that are (a
     folder of runs), in name order."""
-    if files(path) or not path.is_dir():
-        return [path] if files(path) else []
+    if files(path):
+        return [path]
+    if not path.is_dir():
+        return []
     return sorted(child for child in path.iterdir() if child.is_dir() and files(child))
 
 
