@@ -78,6 +78,40 @@ def test_a_printed_log_history_and_train_output_are_not_new_entries(tmp_path):
     assert "train/step" not in with_list.scalars.get_column("metric").to_list()
 
 
+def _thinned_paste(text):
+    """The log as a README paste often holds it: each \r redraw on a line of its own, and the
+    bar redrawn right after each dict missing, so the next bar shown is steps later."""
+    out, after_dict = [], False
+    for line in text.replace("\r", "\n").splitlines():
+        if after_dict and "it/s]" in line:
+            after_dict = False
+            continue
+        if after_dict and not line.strip():
+            continue
+        after_dict = line.startswith("{'")
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def test_a_printed_log_history_gives_the_steps_a_thinned_paste_lost(tmp_path):
+    truth = _points(REGISTRY["hf-stdout"].read_at(ATTN_LOG))
+    thinned = _thinned_paste(ATTN_LOG.read_text(encoding="utf-8"))
+    assert _points(_stdout(thinned, tmp_path)) != truth  # the next bar is later: steps late
+    with_list = _stdout(thinned + _history_repr(SAMPLES / "attn") + "\n", tmp_path)
+    assert _points(with_list) == truth
+    found = {f.code: f.message for f in with_list.findings}
+    assert "log_history printed at line" in found["steps-from-log-history"]
+    assert "epoch-mismatch" not in found
+
+
+def test_a_printed_log_history_of_another_run_is_not_used(tmp_path):
+    text = ATTN_LOG.read_text(encoding="utf-8")
+    other = _history_repr(DATA / "hf_global32")
+    raw = _stdout(text + other + "\n", tmp_path)
+    assert _points(raw) == _points(REGISTRY["hf-stdout"].read_at(ATTN_LOG))
+    assert "log-history-unmatched" in {f.code for f in raw.findings}
+
+
 def test_dicts_that_carry_their_own_step_are_at_that_step(tmp_path):
     """Hand-made from real values: trainer_state.json's entries printed with their 'step' key
     and no progress bar (as TRL and custom callbacks print them)."""

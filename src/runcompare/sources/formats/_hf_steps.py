@@ -43,6 +43,7 @@ def steps(events: pl.DataFrame, info: dict[str, Any], hints: dict[str, Any],
                            if starts else pl.lit(0, pl.Int64))
     per = _counted(per, _logging_steps(per, info, hints, findings, file), hints, findings, file)
     per = _fill_gaps(per, findings, file)
+    per = _from_history(per, events.filter(ev="history"), hints, findings, file)
     known = pl.when(pl.col("kind").is_in(["train", "eval"])).then("step")
     per = per.with_columns(last=_in_leg(known.forward_fill(), per))
     at_end = pl.coalesce(pl.lit(info.get("max_steps"), pl.Int64), "last")
@@ -174,6 +175,58 @@ def _fill_gaps(per: pl.DataFrame, findings: list[Finding], file: Path) -> pl.Dat
     guess = np.where(same_leg, steps[np.maximum(before, 0)] + (k[gap] - k[np.maximum(before, 0)])
                      * every, (start[gap] // every + k[gap]) * every)
     return per.with_columns(step.scatter(gap, guess))
+
+
+def _from_history(per: pl.DataFrame, history: pl.DataFrame, hints: dict[str, Any],
+                  findings: list[Finding], file: Path) -> pl.DataFrame:
+    """The steps of the last printed ``trainer.state.log_history`` (the Trainer's own record: each
+    dict it printed, in order, with its step), given to the dicts it lists: the printed dicts
+    of a kind it records, counted from the end, must match its entries in kind and epoch one
+    for one, else it is not used. Steps the user stated (``--set logging_steps`` / ``eval_steps``)
+    are kept."""
+    if history.is_empty():
+        return per
+    listed = history.filter(pl.col("pos") == history.get_column("pos").max())
+    listed = listed.filter(pl.col("kind").is_in(_RECORDED))
+    mine = per.with_row_index("row").filter(pl.col("kind").is_in(_RECORDED))
+    n = min(mine.height, listed.height)
+    mine, listed = mine.tail(n), listed.tail(n)
+    line = history.get_column("line")[-1]
+    near = (pl.col("epoch") - pl.col("listed_epoch")).abs() \
+        <= pl.max_horizontal(pl.col("epoch").abs() * 6e-4, pl.lit(0.0051)) + 0.0051
+    pair = mine.select("kind", "epoch").with_columns(
+        listed_kind=listed.get_column("kind"), listed_epoch=listed.get_column("epoch"))
+    both_none = pl.col("epoch").is_null() & pl.col("listed_epoch").is_null()
+    same = (pl.col("kind") == pl.col("listed_kind")) & (near | both_none)
+    matched = pair.select(same.fill_null(False).all()).item()
+    if not n or not matched:
+        findings.append(Finding("info", "log-history-unmatched",
+                                f"{file}: the trainer.state.log_history printed at line {line} "
+                                "does not list the printed dicts in their order; its steps are "
+                                "not used"))
+        return per
+    stated = [kind for kind, key in (("train", "logging_steps"), ("eval", "eval_steps"))
+              if _int(hints.get(key))]
+    own = listed.get_column("own_step")
+    mine = mine.with_columns(given=pl.when(pl.col("kind").is_in(stated) | own.is_null()
+                                           | (own != own.round())).then("step")
+                             .otherwise(own.cast(pl.Int64)))
+    moved = mine.filter(pl.col("given").ne_missing(pl.col("step")))
+    if moved.height:
+        first = moved.row(0, named=True)
+        was = f"step {first['step']}" if first["step"] is not None else "no step"
+        findings.append(Finding(
+            "info", "steps-from-log-history",
+            f"{file}: the trainer.state.log_history printed at line {line} gives the steps of "
+            f"{n} printed dicts; {moved.height} differ from what the progress bars or counting "
+            f"gave (first: the {first['kind']} log at epoch {first['epoch']}, step "
+            f"{first['given']}, not {was}); using the log_history's"))
+    return per.with_columns(per.get_column("step").scatter(mine.get_column("row"),
+                                                           mine.get_column("given")))
+
+
+#: The kinds of dict the Trainer's log_history records (test/predict metrics it does not).
+_RECORDED = ("train", "eval", "summary")
 
 
 def _in_leg(expr: pl.Expr, frame: pl.DataFrame) -> pl.Expr:

@@ -24,6 +24,12 @@ The dicts carry no step. Each gets, in this order:
    the one before (a log cut right after a dict); the summary is at "Total optimization
    steps" (else the last step of its leg); other dicts take the step before them.
 
+A ``trainer.state.log_history`` the script prints (a list of the dicts, each with its
+``step``) is the Trainer's own record: where its entries, counted from the end, match the
+printed dicts one for one in kind and epoch, their steps replace what the above gave (a paste
+that lost bar redraws; ``steps-from-log-history``), except steps the user stated. The list's
+dicts are not new entries.
+
 A train log left without a step raises :class:`MissingInfoError` naming
 ``--set logging_steps=N``. Steps are checked against the logged epoch: it must advance evenly,
 at 1 ÷ "Num update steps per epoch" per step when the log prints that (``epoch-mismatch``).
@@ -144,6 +150,12 @@ def _parse(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
     marks = marks.filter(pl.col("has_dict") | pl.col("n").is_not_null())
     rows = frame.filter(pl.col("has_dict") | pl.col("other"))
     dicts, pairs = read_dicts(rows.filter("has_dict"))
+    # a printed trainer.state.log_history: the Trainer's own record of each dict's step
+    listed = text.str.contains(r"^\s*\[\{'") & text.str.contains("'step': ", literal=True)
+    history = frame.filter(listed)
+    if history.height:
+        history = read_dicts(history)[0].filter(~pl.col("bad")).select(
+            "line", "off", "kind", "epoch", "own_step", ev=pl.lit("history"))
     reset = text.str.extract(r"\| 0/(\d+) \[", 1).cast(pl.Int64, strict=False)
     others = rows.filter("other").select(  # a line may hold several labels (unsloth's)
         "line", off=pl.lit(-2, pl.Int64), reset=reset,
@@ -154,7 +166,8 @@ def _parse(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
     others = others.filter(pl.col("reset").is_not_null() | pl.col("launch")
                            | pl.col("label").is_not_null() | pl.col("resume").is_not_null())
     events = pl.concat([dicts.with_columns(ev=pl.lit("dict")),
-                        others.with_columns(ev=pl.lit("other"))], how="diagonal_relaxed")
+                        others.with_columns(ev=pl.lit("other")),
+                        *([history] if history.height else [])], how="diagonal_relaxed")
     return {"events": events.sort("line", "off"), "pairs": pairs, "marks": marks}
 
 
@@ -368,7 +381,8 @@ def _legs(events: pl.DataFrame) -> pl.Series:
         launch = pl.col("launch").fill_null(False)
     else:
         totals = events.filter(kind="train").get_column("total").drop_nulls().unique()
-        trains = pl.col("kind").eq("train").fill_null(False).cast(pl.Int32).cum_sum()
+        trains = (pl.col("kind").eq("train") & pl.col("ev").eq("dict")).fill_null(False) \
+            .cast(pl.Int32).cum_sum()
         zero = pl.col("reset").is_in(totals.implode()).fill_null(False)
         launch = zero & (trains > pl.when(zero).then(trains).forward_fill().shift(1).fill_null(0))
     rows = events.select(launch=launch, stepped=pl.lit(False), step=pl.lit(0),
