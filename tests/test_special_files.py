@@ -1,18 +1,26 @@
 """Special files where logs are looked for (issue: damaged, hostile and odd input): a FIFO
 named like any format's log never makes runcompare wait, a FIFO given as the log is a clear
-line, and the real logs beside such files are read as without them."""
+line, and the real logs beside such files are read as without them. What could not be read
+(a FIFO, a link to nothing or in a loop, no permission) is named in a ``passed-over`` finding.
+
+The permission tests read as the user ``nobody`` (uid 65534) when the tests run as root, who
+may read anything: the effective uid is switched for the read and back."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
+import stat
+import tempfile
+from pathlib import Path
 
 import pytest
 
 import runcompare as rc
 
-from .conftest import DATA
+from .conftest import DATA, SAMPLES
 
 #: A name each format looks for, relative to a run folder.
 NAMES = {
@@ -72,3 +80,103 @@ def test_a_fifo_in_place_of_an_hf_runs_config_is_passed_over(tmp_path):
     run = rc.load(tmp_path / "run", cache=False, source="hf-trainer")
     assert run.scalars.height == rc.load(DATA / "hf_tokens", cache=False,
                                          source="hf-trainer").scalars.height
+
+
+def _special(path, how):
+    if how == "fifo":
+        os.mkfifo(path)
+    elif how == "loop":
+        os.symlink(path.name, path)
+    else:
+        os.symlink("nowhere", path)
+
+
+@pytest.mark.parametrize("how", ["fifo", "loop", "dangling"])
+@pytest.mark.parametrize("kind", list(NAMES))
+def test_what_no_reader_can_open_is_named_in_a_finding(tmp_path, kind, how):
+    run = tmp_path / "run"
+    shutil.copytree(DATA / "tensorboard" / "tf2", run)
+    entry = run / NAMES[kind]
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    if entry.exists():
+        entry.unlink()
+    _special(entry, how)
+    loaded = rc.load(run, cache=False)
+    assert loaded.scalars.height == rc.load(DATA / "tensorboard" / "tf2", cache=False).scalars.height
+    why = {"fifo": "a FIFO, socket or device", "loop": "a symbolic link in a loop",
+           "dangling": "a symbolic link to nothing"}[how]
+    message = {f.code: f.message for f in loaded.findings}["passed-over"]
+    assert f"{NAMES[kind]} ({why}" in message and message.endswith("fix the links)")
+
+
+@contextlib.contextmanager
+def _as_nobody():
+    """Reads inside are made as a user who is not root (``nobody`` when the tests run as root)."""
+    if os.geteuid() != 0:
+        yield
+        return
+    os.setegid(65534)
+    os.seteuid(65534)
+    try:
+        yield
+    finally:
+        os.seteuid(0)
+        os.setegid(0)
+
+
+@pytest.fixture
+def shared_tmp():
+    """A folder the user ``nobody`` may enter (pytest's own are the owner's alone)."""
+    folder = Path(tempfile.mkdtemp(prefix="runcompare-perm-"))
+    folder.chmod(0o755)
+    yield folder
+    for path in [folder, *folder.rglob("*")]:
+        if path.is_dir() and not path.is_symlink():
+            path.chmod(0o755)
+    shutil.rmtree(folder)
+
+
+def _open_to_all(root):
+    for path in [root, *root.rglob("*")]:
+        path.chmod(path.stat().st_mode | stat.S_IROTH | (stat.S_IXOTH if path.is_dir() else 0))
+
+
+@pytest.mark.parametrize("kind", ["text", "lightning", "mlflow-file", "jsonl", "tensorboard"])
+def test_a_log_this_user_may_not_read_is_named_and_the_rest_is_read(shared_tmp, kind):
+    run = shared_tmp / "run"
+    shutil.copytree(DATA / "tensorboard" / "tf2", run)
+    entry = run / NAMES[kind]
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    entry.write_text("step,loss\n1,2.5\n")
+    _open_to_all(run)
+    entry.chmod(0)
+    rc.load(run, cache=False)  # as root first: every module the read needs is imported
+    with _as_nobody():
+        loaded = rc.load(run, cache=False)
+    assert loaded.scalars.height == rc.load(DATA / "tensorboard" / "tf2", cache=False).scalars.height
+    message = {f.code: f.message for f in loaded.findings}["passed-over"]
+    assert f"{NAMES[kind]} (permission denied)" in message
+
+
+def test_an_hf_dir_whose_runs_folder_may_not_be_read_says_so(shared_tmp):
+    run = shared_tmp / "hf"
+    shutil.copytree(DATA / "hf_tokens", run)
+    _open_to_all(run)
+    rc.load(run, cache=False)
+    (run / "runs").chmod(0)
+    with _as_nobody():
+        loaded = rc.load(run, cache=False)
+    assert "hf-trainer" in loaded.sources
+    assert "runs/ (permission denied)" in {f.code: f.message for f in loaded.findings}["passed-over"]
+
+
+def test_a_folder_whose_only_log_may_not_be_read_is_a_clear_line(shared_tmp, cli):
+    run = shared_tmp / "run"
+    run.mkdir()
+    shutil.copy(SAMPLES / "attn" / "train.log", run / "train.log")
+    _open_to_all(run)
+    (run / "train.log").chmod(0)
+    with _as_nobody():
+        result = cli("inspect", run, "--no-cache")
+    assert result.exit_code == 1
+    assert "train.log (permission denied); if they hold logs, make them readable" in result.stderr

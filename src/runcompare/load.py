@@ -15,7 +15,7 @@ from .errors import InputError, MissingInfoError, NoLogsFoundError, RuncompareEr
 from .legs import resolve_legs
 from .model import Fact, Finding, RawLog, Run
 from .resolve import merge_facts, parse_settings, read_sidecar, resolve_batch, user_fact
-from .sources import REGISTRY, Format, detect
+from .sources import REGISTRY, Format, detect, unreadable
 from .sources.config import config_facts
 
 __all__ = ["expand", "load", "load_many"]
@@ -259,4 +259,7 @@ def _read_all(formats: Mapping[str, Format], path: Path, cache: bool,
     if not raws:
         raise failures[0]
     findings = [Finding("warning", "source-unreadable", str(exc)) for exc in failures]
+    unread = unreadable(path)
+    if unread:
+        findings.append(Finding("warning", "passed-over", f"{path}: {unread}"))
     return raws, findings

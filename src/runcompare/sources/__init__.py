@@ -20,7 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import InputError, NoLogsFoundError, UsageError
-from .codecs.files import LFS_POINTER, lfs_message
+from .codecs.files import LFS_POINTER, lfs_message, passed_over
 from .format import Format, settle_claims
 from .formats import (
     axolotl,
@@ -38,7 +38,7 @@ from .formats import (
     wandb_export,
 )
 
-__all__ = ["FORMATS", "REGISTRY", "Format", "detect"]
+__all__ = ["FORMATS", "REGISTRY", "Format", "detect", "unreadable"]
 
 #: Every format, most preferred first. For text formats the order is also who takes a file
 #: that two of them claim: the first (the generic ``text`` and ``jsonl`` come last).
@@ -82,8 +82,22 @@ def detect(path: Path, *, source: str | None = None) -> dict[str, Format]:
         if pointer is not None:
             raise InputError(pointer)
         looked_for = "; ".join(f"{name}: {REGISTRY[name].describe}" for name in names)
-        raise NoLogsFoundError(f"{path}: no training logs found (looked for {looked_for})")
+        unread = unreadable(path)
+        raise NoLogsFoundError(f"{path}: no training logs found (looked for {looked_for})"
+                               + (f"; {unread}" if unread else ""))
     return _one_reader_per_file(found, path)
+
+
+def unreadable(path: Path) -> str | None:
+    """What under the folder ``path`` no reader could open (FIFOs, links to nothing or in a
+    loop, no permission), said in one sentence with the fix; None when there is nothing."""
+    found = passed_over(path) if path.is_dir() else []
+    if not found:
+        return None
+    more = f" and {len(found) - 5} more" if len(found) > 5 else ""
+    return (f"{len(found)} entr{'y' if len(found) == 1 else 'ies'} under it could not be read "
+            f"and {'was' if len(found) == 1 else 'were'} passed over: {', '.join(found[:5])}"
+            f"{more}; if they hold logs, make them readable (chmod, or fix the links)")
 
 
 def _lfs_pointer(path: Path) -> str | None:

@@ -9,6 +9,7 @@ fault.
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 from contextlib import suppress
@@ -17,7 +18,8 @@ from pathlib import Path
 
 from ...errors import InputError
 
-__all__ = ["LFS_POINTER", "Buffer", "lfs_message", "read_file", "refuse_lfs_pointer", "writable"]
+__all__ = ["LFS_POINTER", "Buffer", "lfs_message", "passed_over", "read_file",
+           "refuse_lfs_pointer", "writable"]
 
 #: What the decoders read: ``bytes``, or a writable buffer with the same slicing and searching
 #: (``bytearray``, ``mmap.mmap``).
@@ -44,6 +46,61 @@ def refuse_lfs_pointer(file: Path, start: bytes) -> None:
     message = lfs_message(file, start)
     if message is not None:
         raise InputError(message)
+
+
+def passed_over(root: Path, *, depth: int = 8, limit: int = 20_000) -> list[str]:
+    """What under the folder ``root`` no reader can read, as ``relative/path (why)``: FIFOs,
+    sockets and devices, symbolic links that lead nowhere or in a loop, and files and folders
+    this user may not read. Hidden folders are not entered, nor linked ones (no loop is
+    followed); ``depth`` folders down and ``limit`` entries at most."""
+    found: list[str] = []
+    folders, seen = [(root, 0)], 0
+    while folders and seen < limit:
+        folder, level = folders.pop()
+        try:
+            entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
+        except PermissionError:
+            found.append(f"{_relative(folder, root)}/ (permission denied)")
+            continue
+        except OSError:
+            continue
+        for entry in entries:
+            seen += 1
+            why = _unreadable(entry)
+            if why:
+                slash = "/" if entry.is_dir(follow_symlinks=False) else ""
+                found.append(f"{_relative(Path(entry.path), root)}{slash} ({why})")
+            elif entry.is_dir(follow_symlinks=False) and level < depth \
+                    and not entry.name.startswith("."):
+                folders.append((Path(entry.path), level + 1))
+    return sorted(found)
+
+
+def _unreadable(entry: os.DirEntry[str]) -> str | None:
+    """Why no reader can read ``entry`` (None when one can, or it is a folder to enter)."""
+    try:
+        if entry.is_symlink():
+            os.stat(entry.path)  # where it leads
+            if entry.is_dir():
+                return None  # a linked folder: not entered
+        if entry.is_dir(follow_symlinks=False):
+            return None if _may(entry.path, os.R_OK | os.X_OK) else "permission denied"
+        if not entry.is_file():
+            return "a FIFO, socket or device, not a regular file"
+    except FileNotFoundError:
+        return "a symbolic link to nothing"
+    except OSError as exc:
+        return "a symbolic link in a loop" if exc.errno == errno.ELOOP else exc.strerror
+    return None if _may(entry.path, os.R_OK) else "permission denied"
+
+
+def _may(path: str, mode: int) -> bool:
+    """Whether this process may ``mode`` ``path``, by the ids it opens files with."""
+    return os.access(path, mode, effective_ids=os.access in os.supports_effective_ids)
+
+
+def _relative(path: Path, root: Path) -> str:
+    return str(path.relative_to(root)) if path != root else "."
 
 
 def read_file(file: Path) -> Buffer:

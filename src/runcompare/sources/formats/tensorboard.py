@@ -193,6 +193,11 @@ def _decode_all(event_files: list[Path]) -> list[_Decoded]:
     for file in event_files:
         try:
             data = read_file(file)
+        except PermissionError as exc:  # the loader names it (passed-over); the others are read
+            if len(event_files) == 1:
+                raise InputError(f"{file}: cannot be read ({exc.strerror}); check its "
+                                 "permissions") from exc
+            continue
         except OSError as exc:
             raise InputError(f"{file}: cannot be read ({exc.strerror}); check its "
                              "permissions") from exc
