@@ -17,8 +17,10 @@ batch size is what tests it (its residual says how well).
 
 Steps and samples to target are where each run's curve crosses the target
 (:func:`~.crossing.crossing`, interpolated between the two points around it, never
-extrapolated): eval metrics as logged, training metrics on an EMA of 2% of the common samples
-range (the compare default). The fit assumes the runs differ in the global batch only.
+extrapolated): eval metrics as logged, training metrics on a two-sided EMA (the mean of the
+x-aware EMA run forwards and backwards over the samples axis, half-life 2% of the common
+samples range): a one-sided EMA lags by about its half-life ÷ ln 2 in samples, which would add
+the same samples to every run's E and bias E_min. The fit assumes the runs differ in the global batch only.
 """
 
 from __future__ import annotations
@@ -169,7 +171,8 @@ def critical_batch(runs: Sequence[Run], *, metric: str | None = None,
 
 
 def _smoothing(runs: Sequence[Run], metric: str) -> Smoothing | None:
-    """None for eval metrics (as logged); else an EMA of 2% of the common samples range."""
+    """None for eval metrics (as logged); else an EMA of 2% of the common samples range
+    (run both ways, see the module)."""
     if is_eval(metric):
         return None
     span = min(float(run.scalars.get_column("samples").max() or 0) for run in runs)  # type: ignore[arg-type]
@@ -185,8 +188,14 @@ def _series(run: Run, metric: str, smoothing: Smoothing | None) -> pl.DataFrame:
     if frame.is_empty():
         raise MissingInfoError(f"run {run.name!r} has no {metric} on the samples axis; it "
                                f"needs the global batch: pass --set {run.name}:global_batch=N")
-    curve = smooth_expr(smoothing, x="samples") if smoothing is not None else pl.col("value")
-    return frame.with_columns(curve.alias("curve"))
+    if smoothing is None:
+        return frame.with_columns(pl.col("value").alias("curve"))
+    forward = frame.select(smooth_expr(smoothing, x="samples")).to_series()
+    end = frame.get_column("samples").max()
+    mirrored = (end - pl.col("samples")).alias("samples")  # type: ignore[operator]
+    backward = (frame.reverse().with_columns(mirrored)
+                .select(smooth_expr(smoothing, x="samples")).to_series().reverse())
+    return frame.with_columns(curve=(forward + backward) / 2)
 
 
 def _global_batch(run: Run) -> int:

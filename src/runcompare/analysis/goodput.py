@@ -58,6 +58,9 @@ class Goodput:
     world_size: int | None
     done: float | None
     timeline: pl.DataFrame
+    #: The training pace: median seconds per optimizer step of the intervals with nothing
+    #: else in them.
+    pace: float = 0.0
     budget: float | None = None
     findings: list[Finding] = field(default_factory=list)
 
@@ -88,7 +91,8 @@ class Goodput:
                 "productive_fraction": self.productive_fraction, "restarts": self.restarts,
                 "axis": self.axis, "rate_per_second": self.rate,
                 "rate_per_second_per_device": self.rate_per_device,
-                "world_size": self.world_size, "done": self.done, "budget": self.budget,
+                "world_size": self.world_size, "done": self.done,
+                "seconds_per_step": self.pace, "budget": self.budget,
                 "eta": self.eta(), "timeline": self.timeline.to_dicts(),
                 "findings": [f.to_json() for f in self.findings]}
 
@@ -145,9 +149,9 @@ def goodput(run: Run, *, budget: float | str | None = None) -> Goodput:
     timeline = _timeline(wall, axis_values, d, parts, world)
     findings = _findings(run, evals, saves, world)
     return Goodput(run=run.name, wall_seconds=span, seconds=seconds,
-                   restarts=_restarts(run, steps, wall, leg, parts),
+                   restarts=_restarts(run, steps, wall, leg, parts, eval_in),
                    axis=axis, rate=rate, world_size=world, done=float(axis_values[-1]),
-                   timeline=timeline, budget=wanted, findings=findings)
+                   timeline=timeline, pace=pace, budget=wanted, findings=findings)
 
 
 def _train_points(run: Run) -> pl.DataFrame:
@@ -260,12 +264,15 @@ def _tail(run: Run, last: float, evals: pl.DataFrame, saved: bool) -> dict[str, 
 
 
 def _restarts(run: Run, steps: np.ndarray, wall: np.ndarray, leg: np.ndarray,
-              parts: dict[str, np.ndarray]) -> list[dict[str, Any]]:
-    """Each leg boundary: the steps around it, its restart seconds, lost work and downtime."""
+              parts: dict[str, np.ndarray], eval_in: np.ndarray) -> list[dict[str, Any]]:
+    """Each leg boundary: the steps around it, its restart seconds, lost work (the earlier
+    leg's time after its last kept point, its evaluations there counted as evaluation) and
+    downtime."""
     out = []
     for i in np.flatnonzero(leg[1:] != leg[:-1]):
         before = run.legs[int(leg[i])]
-        lost = max(min(before.wall_end - wall[i], float(parts["restarts"][i])), 0.0)
+        after = before.wall_end - wall[i] - eval_in[i]
+        lost = max(min(after, float(parts["restarts"][i])), 0.0)
         out.append({"last_step_kept": int(steps[i]), "resumed_at_step": int(steps[i + 1]),
                     "seconds": float(parts["restarts"][i]), "lost_work_seconds": lost,
                     "downtime_seconds": float(parts["restarts"][i]) - lost})
