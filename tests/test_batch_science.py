@@ -300,3 +300,17 @@ def test_plan_cli():
     missing = _cli("plan", "--global-batch", 4096, "--devices", 256, "--micro-batch", 8,
                    "--seq-len", 1024)
     assert missing.exit_code == 1 and "--budget" in missing.output
+
+
+def test_the_compare_report_has_a_critical_batch_section_for_batch_only_runs(tmp_path):
+    sweep_page, other_page = tmp_path / "sweep.html", tmp_path / "other.html"
+    result = _cli(*(SWEEP / f"b{b}" for b in (4, 16, 64)), "-o", sweep_page)
+    assert result.exit_code == 0, result.output
+    text = sweep_page.read_text()
+    assert 'id="rc-critical-batch"' in text and "Critical batch (eval/loss" in text
+    assert "fitted on global batches 4–64" in text
+    # two runs at one global batch: no section
+    result = _cli(DATA / "hf_seeds" / "lr3e-3_seed1", DATA / "hf_seeds" / "lr3e-3_seed2",
+                  "-o", other_page)
+    assert result.exit_code == 0, result.output
+    assert 'id="rc-critical-batch"' not in other_page.read_text()

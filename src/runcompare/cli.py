@@ -344,14 +344,13 @@ def goodput(
 ) -> None:
     """Where the wall-clock went: training, evaluation, checkpointing, restarts, unexplained."""
     from .analysis.goodput import goodput as measure
-    from .report.batchsci import figure_section, goodput_figure, print_goodput, write_page
+    from .report.batchsci import goodput_section, print_goodput, write_page
 
     loaded = _load(runs, source, settings, duplicates, no_cache, config, pattern)
     results = [measure(run, budget=budget) for run in loaded]
     if html_path is not None:
-        write_page(html_path, title="Goodput", runs=loaded, sections=[
-            figure_section(f"{g.run}: rate over the wall-clock", goodput_figure(g), g.findings)
-            for g in results])
+        write_page(html_path, title="Goodput", runs=loaded,
+                   sections=[goodput_section(g) for g in results])
     if as_json:
         objects = [g.to_json() for g in results]
         typer.echo(json.dumps(objects[0] if len(objects) == 1 else objects, indent=2))

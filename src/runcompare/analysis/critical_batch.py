@@ -98,12 +98,12 @@ class CriticalBatch:
     findings: list[Finding] = field(default_factory=list)
 
     def hyperbola(self, points: int = 60) -> tuple[np.ndarray, np.ndarray]:
-        """Steps and samples along the fitted curve, for batches from a tenth of the smallest
-        to ten times the largest run's: S = S_min(1 + B_crit/B), E = E_min(1 + B/B_crit)."""
+        """Steps and samples along the fitted curve, for batches from a quarter of the smallest
+        to four times the largest run's: S = S_min(1 + B_crit/B), E = E_min(1 + B/B_crit)."""
         if self.s_min is None or self.e_min is None or self.b_crit is None:
             return np.array([]), np.array([])
         low, high = self.batch_range
-        batches = np.geomspace(low / 10, high * 10, points)
+        batches = np.geomspace(low / 4, high * 4, points)
         return self.s_min * (1 + self.b_crit / batches), self.e_min * (1 + batches / self.b_crit)
 
     def to_json(self) -> dict[str, Any]:

@@ -26,8 +26,9 @@ from ..outputs import claim, write_atomic
 from .html import _CSP, _STYLE, GENERATOR, _json_for_script, is_report
 
 __all__ = ["critical_batch_figure", "critical_batch_section", "figure_section", "goodput_figure",
+           "goodput_section",
            "noise_scale_figure", "print_critical_batch", "print_goodput", "print_layouts",
-           "print_noise_scale", "write_page"]
+           "print_noise_scale", "report_section", "write_page"]
 
 
 def _findings(console: Console, findings: Sequence[Finding]) -> None:
@@ -187,9 +188,49 @@ def figure_section(title: str, figure: dict[str, Any],
     return f"<h2>{html.escape(title)}</h2>{notes}", figure
 
 
+def goodput_section(g: Goodput) -> tuple[str, dict[str, Any]]:
+    """The page text (wall-clock by category, restarts, findings) and figure of a goodput."""
+    rows = "".join(f"<tr><th>{c}</th><td>{fmt(g.seconds[c])}</td><td>"
+                   f"{g.seconds[c] / g.wall_seconds:.1%}</td></tr>" if g.wall_seconds else ""
+                   for c in CATEGORIES)
+    restarts = "".join(f"<p>Restart after step {r['last_step_kept']} (resumed at "
+                       f"{r['resumed_at_step']}): {fmt(r['seconds'])} s = lost work "
+                       f"{fmt(r['lost_work_seconds'])} s + downtime "
+                       f"{fmt(r['downtime_seconds'])} s.</p>" for r in g.restarts)
+    text, figure = figure_section(f"{g.run}: {fmt(g.wall_seconds)} s of wall-clock",
+                                  goodput_figure(g), g.findings)
+    table = (f"<table><tr><th>where</th><th>seconds</th><th>share</th></tr>{rows}</table>"
+             f"<p>Productive fraction {g.productive_fraction:.1%}.</p>{restarts}")
+    return text + table, figure
+
+
 def _residual(cb: CriticalBatch, run: str) -> str:
     value = cb.residuals.get(run)
     return "—" if value is None else f"{value:+.2%}"
+
+
+def report_section(runs: Sequence[Run]) -> str:
+    """The compare report's critical-batch section: only when the runs differ in the global
+    batch and, as far as their facts show, in nothing else, and a B_crit was fitted; else "".
+    The figure is drawn by its own small script from its own JSON block."""
+    from ..analysis.critical_batch import critical_batch
+    from ..errors import RuncompareError
+
+    batches = {run.batch.global_batch.value for run in runs}
+    if len(runs) < 2 or None in batches or len(batches) < 2:
+        return ""
+    try:
+        result = critical_batch(runs)
+    except RuncompareError:
+        return ""
+    if result.b_crit is None or any(f.code == "not-batch-only" for f in result.findings):
+        return ""
+    text, figure = critical_batch_section(result)
+    return (f'<section id="rc-critical-batch">{text}<div class="chart" id="chart-cb"></div>'
+            f'<script type="application/json" id="rc-cb-data">{_json_for_script(figure)}'
+            "</script><script>(function () { const f = JSON.parse(document.getElementById("
+            "'rc-cb-data').textContent); Plotly.newPlot('chart-cb', f.data, f.layout, "
+            "{responsive: true}); })();</script></section>")
 
 
 def write_page(path: Path, *, title: str, sections: Sequence[tuple[str, dict[str, Any]]],
