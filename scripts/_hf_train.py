@@ -33,6 +33,8 @@ def parse_args(argv=None):
     p.add_argument("--save-total-limit", type=int, default=None)
     p.add_argument("--learning-rate", type=float, default=3e-3)
     p.add_argument("--warmup-steps", type=int, default=5)
+    p.add_argument("--lr-scheduler-type", default="linear")
+    p.add_argument("--disable-tqdm", action="store_true", help="no progress bar in the log")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--num-train-samples", type=int, default=1024)
     p.add_argument("--num-eval-samples", type=int, default=64)
@@ -161,6 +163,7 @@ def main(argv=None):
         max_steps=args.max_steps,
         learning_rate=args.learning_rate,
         warmup_steps=args.warmup_steps,
+        lr_scheduler_type=args.lr_scheduler_type,
         weight_decay=0.01,
         logging_steps=args.logging_steps,
         eval_strategy="steps",
@@ -170,7 +173,7 @@ def main(argv=None):
         save_total_limit=args.save_total_limit,
         report_to=args.report_to.split(","),
         log_level="info",
-        disable_tqdm=False,
+        disable_tqdm=args.disable_tqdm,
         seed=args.seed,
         use_cpu=True,
         dataloader_num_workers=0,

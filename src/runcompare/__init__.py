@@ -11,6 +11,10 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 
 from .analysis import Comparison, compare
+from .analysis.critical_batch import CriticalBatch, critical_batch
+from .analysis.goodput import Goodput, goodput
+from .analysis.noise_scale import NoiseScale, noise_scale
+from .analysis.plan import Plan, plan
 from .batch import BatchPlan, plan_batch
 from .errors import (
     InputError,
@@ -32,11 +36,15 @@ __all__ = [
     "BatchConfig",
     "BatchPlan",
     "Comparison",
+    "CriticalBatch",
     "Fact",
     "Finding",
+    "Goodput",
     "InputError",
     "MissingInfoError",
     "NoLogsFoundError",
+    "NoiseScale",
+    "Plan",
     "RawLog",
     "Run",
     "RuncompareError",
@@ -44,7 +52,11 @@ __all__ = [
     "UsageError",
     "__version__",
     "compare",
+    "critical_batch",
+    "goodput",
     "load",
     "load_many",
+    "noise_scale",
+    "plan",
     "plan_batch",
 ]

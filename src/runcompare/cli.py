@@ -254,5 +254,151 @@ def export(
                              f"{done.format} to {done.path} ({len(done.files)} file(s)){unit}"))
 
 
+HtmlOpt = Annotated[Path | None, typer.Option(
+    "--html", help="Also write the chart(s) as a self-contained HTML page here.")]
+
+
+@app.command("critical-batch")
+@_errors
+def critical_batch(
+    runs: Annotated[list[Path], typer.Argument(help="Runs of one model at several global "
+                                               "batches.")],
+    metric: Annotated[str | None, typer.Option(
+        "--metric", help="Metric to reach (default: eval/loss if every run has it, else "
+        "train/loss).")] = None,
+    target: Annotated[float | None, typer.Option(
+        "--target", help="Value to reach (default: the worst best value, which every run "
+        "reaches).")] = None,
+    targets: Annotated[list[float] | None, typer.Option(
+        "--targets", help="Targets of the B_crit curve (repeatable; default: five).")] = None,
+    html_path: HtmlOpt = None,
+    as_json: JsonOpt = False,
+    settings: Settings = None,
+    source: SourceOpt = None,
+    duplicates: Duplicates = "keep-last",
+    no_cache: NoCache = False,
+    config: ConfigOpt = None,
+    pattern: PatternOpt = None,
+) -> None:
+    """Critical batch size: steps and samples to a target per run, S_min, E_min, B_crit."""
+    from .analysis.critical_batch import critical_batch as fit
+    from .report.batchsci import critical_batch_section, print_critical_batch, write_page
+
+    loaded = _load(runs, source, settings, duplicates, no_cache, config, pattern)
+    result = fit(loaded, metric=metric, target=target, targets=targets or None)
+    if html_path is not None:
+        write_page(html_path, title="Critical batch", sections=[critical_batch_section(result)],
+                   runs=loaded)
+    if as_json:
+        typer.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        print_critical_batch(result, _console())
+
+
+@app.command("noise-scale")
+@_errors
+def noise_scale(
+    run_a: Annotated[Path, typer.Argument(help="A run at one global batch.")],
+    run_b: Annotated[Path, typer.Argument(help="The same model at another global batch.")],
+    x: Annotated[str | None, typer.Option(
+        "--x", help="Common axis: tokens or samples (default: tokens if both have it).")] = None,
+    html_path: HtmlOpt = None,
+    as_json: JsonOpt = False,
+    settings: Settings = None,
+    source: SourceOpt = None,
+    duplicates: Duplicates = "keep-last",
+    no_cache: NoCache = False,
+    config: ConfigOpt = None,
+    pattern: PatternOpt = None,
+) -> None:
+    """Simple gradient noise scale from the grad norms of two runs at different batches."""
+    from .analysis.noise_scale import noise_scale as estimate
+    from .report.batchsci import figure_section, noise_scale_figure, print_noise_scale, write_page
+
+    loaded = _load([run_a, run_b], source, settings, duplicates, no_cache, config, pattern)
+    result = estimate(*loaded, x=x)
+    if html_path is not None:
+        write_page(html_path, title="Gradient noise scale", runs=loaded, sections=[
+            figure_section("B_simple over training", noise_scale_figure(result),
+                           result.findings)])
+    if as_json:
+        typer.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        print_noise_scale(result, _console())
+
+
+@app.command()
+@_errors
+def goodput(
+    runs: Annotated[list[Path], typer.Argument(help="Run folders or log files.")],
+    budget: Annotated[str | None, typer.Option(
+        "--budget", metavar="TOKENS", help="Token budget for an ETA, e.g. 100B.")] = None,
+    html_path: HtmlOpt = None,
+    as_json: JsonOpt = False,
+    settings: Settings = None,
+    source: SourceOpt = None,
+    duplicates: Duplicates = "keep-last",
+    no_cache: NoCache = False,
+    config: ConfigOpt = None,
+    pattern: PatternOpt = None,
+) -> None:
+    """Where the wall-clock went: training, evaluation, checkpointing, restarts, unexplained."""
+    from .analysis.goodput import goodput as measure
+    from .report.batchsci import goodput_section, print_goodput, write_page
+
+    loaded = _load(runs, source, settings, duplicates, no_cache, config, pattern)
+    results = [measure(run, budget=budget) for run in loaded]
+    if html_path is not None:
+        write_page(html_path, title="Goodput", runs=loaded,
+                   sections=[goodput_section(g) for g in results])
+    if as_json:
+        objects = [g.to_json() for g in results]
+        typer.echo(json.dumps(objects[0] if len(objects) == 1 else objects, indent=2))
+    else:
+        for result in results:
+            print_goodput(result, _console())
+
+
+@app.command()
+@_errors
+def plan(
+    global_batch: Annotated[int, typer.Option("--global-batch", help="Target global batch.")],
+    devices: Annotated[int, typer.Option("--devices", help="Devices in the cluster (data "
+                                         "parallel).")],
+    micro_batch: Annotated[int | None, typer.Option(
+        "--micro-batch", help="Micro-batch per device (default: the --from run's).")] = None,
+    seq_len: Annotated[int | None, typer.Option("--seq-len")] = None,
+    max_steps: Annotated[int | None, typer.Option("--max-steps")] = None,
+    budget: Annotated[str | None, typer.Option(
+        "--budget", metavar="TOKENS", help="Train on this many tokens, e.g. 100B.")] = None,
+    tokens_per_second: Annotated[str | None, typer.Option(
+        "--tokens-per-second", metavar="RATE",
+        help="Measured tokens/s of the whole cluster at --devices, e.g. 1.2M.")] = None,
+    per_device: Annotated[str | None, typer.Option(
+        "--tokens-per-second-per-device", metavar="RATE",
+        help="Measured tokens/s of one device.")] = None,
+    from_run: Annotated[Path | None, typer.Option(
+        "--from", help="A run whose measured per-device rate and goodput are used.")] = None,
+    as_json: JsonOpt = False,
+    settings: Settings = None,
+    source: SourceOpt = None,
+) -> None:
+    """Ways to reach a global batch on a cluster (accumulation, more devices, bigger
+    micro-batch), each with micro-steps, tokens and projected wall-clock."""
+    from .analysis.plan import plan as layouts
+    from .report.batchsci import print_layouts
+
+    run = _load([from_run], source, settings, "keep-last", False, None, None)[0] \
+        if from_run is not None else None
+    result = layouts(global_batch=global_batch, devices=devices, micro_batch=micro_batch,
+                     seq_len=seq_len, max_steps=max_steps, budget=budget,
+                     tokens_per_second=tokens_per_second,
+                     tokens_per_second_per_device=per_device, run=run)
+    if as_json:
+        typer.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        print_layouts(result, _console())
+
+
 def main() -> None:
     app()

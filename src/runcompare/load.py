@@ -13,7 +13,7 @@ from .axes import axis_sources, normalize
 from .cache import read_cached
 from .errors import InputError, MissingInfoError, NoLogsFoundError, RuncompareError, UsageError
 from .legs import resolve_legs
-from .model import Fact, Finding, RawLog, Run
+from .model import Fact, Finding, Leg, RawLog, Run
 from .resolve import merge_facts, parse_settings, read_sidecar, resolve_batch, user_fact
 from .sources import REGISTRY, Format, detect, unreadable
 from .sources.config import config_facts
@@ -208,6 +208,7 @@ def _build(path: Path, name: str, user: Mapping[str, Fact[Any]], raws: list[RawL
     facts, conflicts = merge_facts(user, stated or {}, *_sidecar(path, name),
                                    *(raw.facts for raw in raws), run=name)
     batch, derived = resolve_batch(facts, run=name)
+    legs = _legs([chosen, *raws])
     kept, dropped = resolve_legs(chosen.scalars, policy=duplicates, starts=chosen.leg_starts,
                                  run=name)
     chosen.scalars, wall_times = _borrow_wall_times(kept, raws, chosen.source)
@@ -222,7 +223,26 @@ def _build(path: Path, name: str, user: Mapping[str, Fact[Any]], raws: list[RawL
     return Run(name=name, path=path, format=chosen.source, sources=[r.source for r in raws],
                step_unit=chosen.step_unit, batch=batch, scalars=scalars, facts=facts,
                findings=findings, aliases=chosen.aliases,
-               axis_sources=axis_sources(chosen, batch, facts=facts, wall_times=wall_times))
+               axis_sources=axis_sources(chosen, batch, facts=facts, wall_times=wall_times),
+               legs=legs)
+
+
+def _legs(raws: list[RawLog]) -> tuple[Leg, ...]:
+    """Each leg's steps and wall-clock span, from the first of ``raws`` that logged wall times
+    (every point it read, before restarts are resolved)."""
+    for raw in raws:
+        timed = raw.scalars.filter(pl.col("wall_time").is_not_null(),
+                                   pl.col("wall_time").is_finite())
+        if timed.is_empty():
+            continue
+        spans = (timed.group_by("leg").agg(pl.col("step").min().alias("first"),
+                                           pl.col("step").max().alias("last"),
+                                           pl.col("wall_time").min().alias("start"),
+                                           pl.col("wall_time").max().alias("end"))
+                 .sort("start"))
+        return tuple(Leg(int(leg), int(first), int(last), float(start), float(end))
+                     for leg, first, last, start, end in spans.iter_rows())
+    return ()
 
 
 def _borrow_wall_times(points: pl.DataFrame, raws: list[RawLog],

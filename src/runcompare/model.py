@@ -29,6 +29,7 @@ __all__ = [
     "BatchConfig",
     "Fact",
     "Finding",
+    "Leg",
     "RawLog",
     "Run",
 ]
@@ -163,6 +164,23 @@ class BatchConfig:
         return {key: getattr(self, key).to_json() for key in keys}
 
 
+@dataclass(frozen=True)
+class Leg:
+    """One process of a resumed run, as the source with wall times saw it: its first and last
+    logged step (in that source's step unit) and wall time (unix seconds), every point it
+    logged counted (also those a later leg overrode)."""
+
+    leg: int
+    first_step: int
+    last_step: int
+    wall_start: float
+    wall_end: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"leg": self.leg, "first_step": self.first_step, "last_step": self.last_step,
+                "wall_start": self.wall_start, "wall_end": self.wall_end}
+
+
 @dataclass
 class RawLog:
     """What one source read from one run: points in the source's own step unit, and facts.
@@ -207,6 +225,9 @@ class Run:
     aliases: dict[str, str] = field(default_factory=dict)
     #: axis column -> where its values come from ("logged counter ...", "schedule: ...").
     axis_sources: dict[str, str] = field(default_factory=dict)
+    #: The legs (restarts) a source with wall times tells apart, in time order; empty when no
+    #: source logged wall times.
+    legs: tuple[Leg, ...] = ()
 
     @property
     def metrics(self) -> list[str]:

@@ -69,6 +69,8 @@ def render_report(comparison: Comparison) -> str:
     """The whole page as a string."""
     from plotly.offline import get_plotlyjs
 
+    from .batchsci import report_section
+
     smoothing = drawing_smoothing(comparison)
     ordered = [m for m in comparison.metrics if m != _LR]
     charts = [chart(comparison, metric, smoothing) for metric in ordered]
@@ -91,6 +93,7 @@ def render_report(comparison: Comparison) -> str:
         "<h2>Other shared metrics</h2>" if others else "",
         *(f'<div class="chart" id="chart-{i + 1}"></div>' for i in range(len(others))),
         _summary(comparison),
+        report_section(comparison.runs),
         _diagnostics(comparison),
         _totals(comparison),
         _footer(comparison.runs),

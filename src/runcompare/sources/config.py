@@ -52,12 +52,17 @@ CONFIG_KEYS: dict[str, tuple[str, ...]] = {
     "transformers_version": ("transformers_version",),
     "include_num_input_tokens_seen": ("include_num_input_tokens_seen",),
     "flops_per_token": ("flops_per_token",),
+    "save_steps": ("save_steps", "save_interval"),
+    "max_grad_norm": ("max_grad_norm", "gradient_clipping", "clip_grad"),
+    "lr_scheduler_type": ("lr_scheduler_type",),
+    "warmup_steps": ("warmup_steps",),
+    "weight_decay": ("weight_decay",),
 }
 
 #: Facts that hold whole numbers of at least 1 (a 0, -1 or ratio means "not set" in the writers).
 _COUNTS = {"per_device_batch", "grad_accum", "world_size", "tensor_parallel", "pipeline_parallel",
            "context_parallel", "seq_len", "global_batch", "tokens_per_step", "max_steps",
-           "logging_steps", "eval_steps"}
+           "logging_steps", "eval_steps", "save_steps"}
 
 #: Facts that are whole numbers of any sign.
 _INTEGERS = {"seed"}
@@ -66,7 +71,7 @@ _INTEGERS = {"seed"}
 _POSITIVE = {"flops_per_token"}
 
 #: Facts kept as text (a version, a mode such as "all" / "non_padding" / True).
-_TEXT = {"transformers_version", "include_num_input_tokens_seen"}
+_TEXT = {"transformers_version", "include_num_input_tokens_seen", "lr_scheduler_type"}
 
 #: Facts that are names, not numbers.
 _NAMES = {"step_metric", "name"}
