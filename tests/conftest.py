@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+import runcompare as rc
 from runcompare.cli import app
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,3 +40,13 @@ class Cli:
 @pytest.fixture
 def cli() -> Cli:
     return Cli()
+
+
+@pytest.fixture(scope="session")
+def sweep(tmp_path_factory: pytest.TempPathFactory):
+    """The comparison of a generated 200-run sweep, read from its real-format logs
+    (:mod:`tests.sweep`)."""
+    from .sweep import write_sweep
+
+    paths = write_sweep(tmp_path_factory.mktemp("sweep"), 200)
+    return rc.compare(rc.load_many(paths, cache=False))  # before the per-test cache folder

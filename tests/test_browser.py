@@ -13,13 +13,14 @@ import struct
 import threading
 import zlib
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 import runcompare as rc
 from runcompare.report import static, write_report
 
-from .conftest import SAMPLES
+from .conftest import DATA, SAMPLES
 from .test_log_text import MARKUP, renamed_loss
 
 CHROMIUM = os.environ.get("RUNCOMPARE_CHROMIUM", "/usr/bin/chromium")
@@ -38,9 +39,9 @@ def browser():
         chromium.close()
 
 
-def _open(browser, report: Path):
+def _open(browser, report: Path, width: int = 1200, height: int = 900):
     """A tab showing ``report``, recording console errors, requests and dialogs."""
-    tab = browser.new_page(viewport={"width": 1200, "height": 900})
+    tab = browser.new_page(viewport={"width": width, "height": height})
     tab.errors, tab.requests, tab.dialogs = [], [], []
     tab.on("console", lambda m: m.type == "error" and tab.errors.append(m.text))
     tab.on("pageerror", lambda e: tab.errors.append(str(e)))
@@ -70,14 +71,14 @@ def test_loads_without_console_errors_or_network(page):
 def test_every_chart_has_its_traces(page):
     counts = page.evaluate("""() => Array.from(document.querySelectorAll('.chart'))
         .map(div => [div.id, (div.data || []).length])""")
-    assert len(counts) >= 5 and all(n >= 4 for _, n in counts), counts  # raw + smoothed per run
+    assert len(counts) >= 5 and all(n >= 2 for _, n in counts), counts  # a trace per run or more
 
 
 def test_axis_switch_changes_the_x_data(page):
     before = page.evaluate("() => document.getElementById('chart-0').data[1].x")
     page.select_option("#rc-axis", "step")
     page.wait_for_function(
-        "document.getElementById('chart-0').layout.xaxis.title.text === 'optimizer step'")
+        "document.getElementById('chart-0').layout.xaxis.title.text === 'optimizer steps'")
     after = page.evaluate("() => document.getElementById('chart-0').data[1].x")
     assert after == [x / 1024 for x in before]  # 1,024 tokens per optimizer step
     page.select_option("#rc-axis", "tokens")
@@ -85,13 +86,13 @@ def test_axis_switch_changes_the_x_data(page):
 
 def test_axis_switch_reaches_flops_and_device_hours(page):
     mamba = rc.load(SAMPLES / "mamba")
-    before = page.evaluate("() => document.getElementById('chart-0').data[1].x")
+    before = page.evaluate("() => document.getElementById('chart-0').data[0].x")
     for axis, title, run in (("flops", "training FLOPs", mamba),
                              ("device_hours", "device-hours", mamba)):
         page.select_option("#rc-axis", axis)
         page.wait_for_function(
             f"document.getElementById('chart-0').layout.xaxis.title.text === '{title}'")
-        drawn = page.evaluate("() => document.getElementById('chart-0').data[1].x")
+        drawn = page.evaluate("() => document.getElementById('chart-0').data[0].x")
         expected = run.frame(x=axis).filter(metric="eval/loss").sort("step")["x"].to_list()
         assert drawn == pytest.approx(expected, rel=1e-6) and len(drawn) == len(before)
     page.select_option("#rc-axis", "tokens")
@@ -111,6 +112,119 @@ def test_script_in_a_run_name_shows_as_text(browser, tmp_path):
     assert tab.inner_text("h1") == name
     legend = tab.evaluate("() => document.querySelector('#chart-0 .legendtext').textContent")
     assert legend == name
+    tab.close()
+
+
+REPORTS = {"samples": [SAMPLES / "mamba", SAMPLES / "attn"],
+           "hf4": [DATA / "hf_ddp", DATA / "hf_global32", DATA / "hf_tokens",
+                   DATA / "hf_v4_accum4"]}
+
+
+@pytest.fixture(scope="module", params=["samples", "hf4", "sweep"])
+def report(request, tmp_path_factory):
+    """A written report: the sample runs, four HF runs of tests/data, a 200-run sweep."""
+    path = tmp_path_factory.mktemp("reports") / f"{request.param}.html"
+    if request.param == "sweep":
+        comparison = request.getfixturevalue("sweep")
+    else:
+        comparison = rc.compare(rc.load_many(REPORTS[request.param]))
+    write_report(comparison, path)
+    return SimpleNamespace(path=path, name=path.name, comparison=comparison,
+                           as_uri=path.as_uri)
+
+
+@pytest.mark.parametrize("width", [1400, 420])
+def test_the_verdict_is_above_the_fold_and_nothing_scrolls_sideways(browser, report, width):
+    tab = _open(browser, report.path, width=width, height=900)
+    assert tab.errors == [] and tab.requests == [report.as_uri()]
+    box = tab.evaluate("""() => {const r = document.getElementById('rc-verdict')
+        .getBoundingClientRect(); return [r.top, r.bottom, r.height]}""")
+    assert 0 < box[0] < 150 and box[2] > 20  # it starts in the first screen, under the title
+    if width == 1400:
+        assert box[1] < 900  # all of it
+    sideways = tab.evaluate("() => document.documentElement.scrollWidth - innerWidth")
+    assert sideways <= 0
+    tab.close()
+
+
+def _charts(tab) -> list[dict]:
+    return tab.evaluate("""() => Array.from(document.querySelectorAll('.chart')).map(div => ({
+        id: div.id, title: div.layout.title.text, axis: div.layout.xaxis.title.text,
+        traces: div.data.map(t => ({x: t.x, y: t.y, mode: t.mode}))}))""")
+
+
+def test_the_axis_switch_changes_every_charts_title_and_data(browser, report):
+    tab = _open(browser, report.path)
+    before = _charts(tab)
+    assert before and all(c["title"].endswith(f" against {c['axis']}") for c in before)
+    axis = report.comparison.x
+    options = tab.evaluate("() => Array.from(document.querySelectorAll('#rc-axis option'))"
+                           ".map(o => o.value)")
+    timed = report.name != "sweep.html"  # the sweep's trainer_state.json logs no wall times
+    assert {"step", "samples", "tokens", "flops"} | ({"elapsed", "wall_time", "device_hours"}
+                                                     if timed else set()) <= set(options)
+    second = ("wall_time", "wall-clock time (UTC)") if timed else ("flops", "training FLOPs")
+    for other, label in (("step", "optimizer steps"), second):
+        tab.select_option("#rc-axis", other)
+        tab.wait_for_function(
+            f"document.getElementById('chart-0').layout.xaxis.title.text === '{label}'")
+        after = _charts(tab)
+        assert all(c["axis"] == label and c["title"].endswith(f"against {label}") for c in after)
+        for old, new in zip(before, after):
+            assert [t["x"] for t in old["traces"]] != [t["x"] for t in new["traces"]], new["id"]
+    kind = tab.evaluate("() => document.getElementById('chart-0').layout.xaxis.type")
+    assert kind == ("date" if timed else "linear")  # wall-clock as times, not point indices
+    tab.select_option("#rc-axis", axis)
+    tab.close()
+
+
+def test_no_chart_is_empty_and_few_points_are_marked(browser, report):
+    tab = _open(browser, report.path)
+    for chart in _charts(tab):
+        drawn = [t for t in chart["traces"] if any(v is not None for v in t["y"])]
+        assert drawn, chart["id"]
+        for trace in drawn:
+            shown = [v for v in trace["y"] if v is not None]
+            if len(shown) <= 30 and trace["mode"] != "lines+markers":
+                assert trace["mode"] == "lines" and len(shown) > 1
+    tab.close()
+
+
+def test_the_log_toggle_and_the_source_popover(browser, report):
+    tab = _open(browser, report.path)
+    tab.check('input[data-chart="0"]')
+    tab.wait_for_function("document.getElementById('chart-0').layout.yaxis.type === 'log'")
+    tab.uncheck('input[data-chart="0"]')
+    tab.wait_for_function("document.getElementById('chart-0').layout.yaxis.type === 'linear'")
+    button = tab.locator("button.src").first
+    source = button.get_attribute("data-src")
+    button.click()
+    popover = tab.locator("#rc-pop")
+    assert popover.is_visible() and popover.inner_text() == f"Source: {source}"
+    box, anchor = popover.bounding_box(), button.bounding_box()
+    assert abs(box["y"] - (anchor["y"] + anchor["height"])) < 10  # under the number
+    tab.mouse.click(5, 5)
+    assert not popover.is_visible()
+    tab.close()
+
+
+def test_coinciding_curves_are_announced(browser, report):
+    tab = _open(browser, report.path)
+    captions = tab.evaluate("() => Array.from(document.querySelectorAll('figcaption'))"
+                            ".map(c => c.textContent)")
+    if report.name == "hf4.html":  # three of the four eval/loss curves lie on each other
+        assert captions[0].startswith(
+            "hf_ddp, hf_tokens and hf_v4_accum4 coincide on samples: drawn solid, dash and dot")
+        dashes = tab.evaluate("() => document.getElementById('chart-0').data"
+                              ".map(t => [t.name, t.line.dash])")
+        assert dict(dashes) == {"hf_ddp": "solid", "hf_global32": "solid", "hf_tokens": "dash",
+                                "hf_v4_accum4": "dot"}
+    elif report.name == "sweep.html":  # every run follows the same learning-rate schedule
+        assert "coincide on tokens" in captions[1]
+        assert "The 192 runs outside the top 8 are drawn faint in grey" in captions[0]
+    else:  # mamba's and attn's learning rates follow one schedule on tokens
+        assert captions[1].startswith("mamba and attn coincide on tokens")
+        assert "coincide" not in captions[0]
     tab.close()
 
 
@@ -152,7 +266,7 @@ def test_markup_in_a_metric_name_is_a_title_not_a_link(browser, tmp_path):
     tab = _open(browser, report)
     assert tab.errors == [] and tab.requests == [report.as_uri()]
     title = tab.evaluate("() => document.querySelector('#chart-0 .gtitle').textContent")
-    assert title == MARKUP
+    assert title == f"{MARKUP} against optimizer steps"
     assert tab.evaluate("() => document.querySelectorAll('#chart-0 a').length") == 0
     tab.close()
 

@@ -68,4 +68,4 @@ def test_a_static_figure_draws_a_markup_name_as_text(cli, tmp_path):
     svg = figure.read_text()
     assert "<a " not in svg and "xlink:href" not in svg  # no live link
     title = re.search(r'<text class="gtitle"[^>]*>(.*?)</text>', svg).group(1)
-    assert html.unescape(title) == MARKUP  # every character drawn, as text
+    assert html.unescape(title) == f"{MARKUP} against optimizer steps"  # every character, as text

@@ -40,18 +40,21 @@ def test_self_contained_no_network():
 def test_one_chart_per_shared_metric_with_every_point():
     comparison = _comparison(SAMPLES / "mamba", SAMPLES / "attn", x="tokens")
     data = _data(render_report(comparison))
-    drawn = [c["metric"] for c in data["charts"]] + [data["lr"]["metric"]]
+    drawn = [c["metric"] for c in data["charts"]]
     assert sorted(drawn) == sorted(comparison.metrics)
-    assert data["charts"][0]["metric"] == comparison.main == "eval/loss"
-    assert data["lr"]["axis"] == "tokens"
+    assert drawn[:2] == [comparison.main, "train/learning_rate"] == ["eval/loss", drawn[1]]
     loss = next(c for c in data["charts"] if c["metric"] == "train/loss")
     for trace, run in zip(loss["traces"], comparison.runs):
         frame = run.scalars.filter(metric="train/loss")
         assert trace["run"] == run.name and trace["points"] == frame.height == 20
         assert trace["y"] == pytest.approx(frame["value"].to_list(), rel=1e-6)
         assert len(trace["smoothed"]) == 20 and trace["smoothed"][0] == trace["y"][0]
-        assert trace["x"]["tokens"] == [float(t) for t in frame["tokens"]]
-        assert trace["x"]["step"] == [float(s) for s in frame["step"]]
+        assert trace["x"]["step"] == frame["step"].to_list()  # whole numbers as integers
+        # tokens are steps × 1,024 in every point: carried as that factor, not as numbers
+        assert trace["derived"]["tokens"] == ["step", 1024.0] and "tokens" not in trace["x"]
+        assert trace["origin"]["wall_time"] == frame["wall_time"].min()
+        assert [w + trace["origin"]["wall_time"] for w in trace["x"]["wall_time"]] == \
+            pytest.approx(frame["wall_time"].to_list(), abs=1e-3)
 
 
 def test_strings_from_logs_are_escaped(tmp_path):
@@ -84,7 +87,7 @@ def test_the_headline_is_the_verdict_and_the_totals_are_a_table_not_charts():
     headline = re.search(r'<p id="rc-verdict" class="verdict">(.*?)</p>', page).group(1)
     assert headline == html.escape(str(comparison), quote=True)
     assert "0.017 (0.8%)" in headline and "7.9× less for attn" in headline
-    drawn = {c["metric"] for c in _data(page)["charts"]} | {_data(page)["lr"]["metric"]}
+    drawn = {c["metric"] for c in _data(page)["charts"]}
     totals = {"train/train_runtime", "train/train_samples_per_second",
               "train/train_steps_per_second", "train/total_flos", "train/train_loss"}
     assert not drawn & totals
@@ -92,3 +95,59 @@ def test_the_headline_is_the_verdict_and_the_totals_are_a_table_not_charts():
     table = page[page.index("<h2>End-of-run totals</h2>"):]
     assert "<th>train/train_runtime</th><td>78.49</td><td>10.73</td>" in table
     assert page.count("<h2>Schedules and diagnostics</h2>") == 1
+
+
+def test_numbers_are_written_in_bulk_as_seven_significant_digits():
+    import numpy as np
+
+    from runcompare.report.charts import encode, numbers
+
+    rng = np.random.default_rng(7)
+    values = rng.normal(size=2_000) * 10.0 ** rng.integers(-12, 15, size=2_000)
+    values[[3, 50]] = np.nan, np.inf
+    written = json.loads(encode({"v": numbers(values), "i": numbers(np.array([4096.0, 2**40]))}))
+    expected = [None if not np.isfinite(v) else float(f"{v:.7g}") for v in values]
+    assert written["v"] == expected
+    assert written["i"] == [4096, 2**40] and all(type(v) is int for v in written["i"])
+
+
+def test_the_drawing_budget_bounds_a_sweep():
+    from runcompare.report.charts import MAX_POINTS, MIN_POINTS, TOTAL_POINTS, limits
+
+    names = [f"r{i}" for i in range(500)]
+    one = limits(["train/loss"], names, names[:8])
+    assert sum(one.values()) <= TOTAL_POINTS
+    assert one[("train/loss", "r0")] == MAX_POINTS and one[("train/loss", "r9")] == TOTAL_POINTS // 2 // 492
+    many = limits([f"m{i}" for i in range(12)], names, names[:8])
+    assert min(many.values()) == MIN_POINTS  # every run keeps its shape, however many
+
+
+def test_the_hierarchy_marks_rows_that_differ_and_carries_each_source():
+    comparison = _comparison(SAMPLES / "mamba", SAMPLES / "attn", x="tokens")
+    page = render_report(comparison)
+    marked = re.findall(r"<tr class=differ><th>([^<]+) <span", page)
+    assert marked == ["micro-batch", "grad accumulation", "micro-steps"]  # 8×2 against 2×8
+    mamba = comparison.runs[0]
+    source = html.escape(mamba.batch.per_device_batch.source, quote=True)
+    assert f'<button type="button" class="src" data-src="{source}">8</button>' in page
+    assert '<meta name="viewport" content="width=device-width, initial-scale=1">' in page
+
+
+def test_a_sweep_leads_with_a_leaderboard_and_groups_its_findings(sweep):
+    page = render_report(sweep)
+    data = _data(page)
+    assert "<title>200 runs</title>" in page and "<h1>200 runs</h1>" in page
+    board = page[page.index("<h2>Leaderboard</h2>"):page.index("<h2>Curves</h2>")]
+    ranked = re.findall(r'</span>(lr_\d+)</th><td>([^<]+)</td>', board)
+    values = sweep.verdict.run_values
+    assert [name for name, _ in ranked] == list(values) and len(ranked) == 200
+    assert ranked[0] == ("lr_001", "2.226")  # the smallest losses: the 2-sequence batches
+    assert data["top"] == list(values)[:8]
+    findings = page[page.index('<h2 id="findings">'):page.index("<h2>End-of-run totals</h2>")]
+    kinds = {(f.level, f.code) for f in sweep.finding_list}
+    assert findings.count("<li ") == len(kinds) < len(sweep.finding_list)
+    batch = [f for f in sweep.finding_list if f.code == "batch-mismatch"]
+    assert f"<code>batch-mismatch</code> × {len(batch)} ({len(batch)} runs)" in findings
+    drawn = sum(len(t["y"]) for c in data["charts"] for t in c["traces"])
+    logged = sum(run.scalars.height for run in sweep.runs)
+    assert drawn <= logged and len(page.encode()) < 15e6

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 
 import polars as pl
 
-from .display import fmt
+from .display import fmt, listing
 from .model import Finding, Run
 
 __all__ = ["AXIS_QUESTIONS", "LOSS_FIX_VERSION", "audit", "propose_axis"]
@@ -83,7 +83,7 @@ def _listing(values: dict[str, object]) -> str:
     >>> _listing({"a": 16, "b": 25600.0, "c": 0.5})
     'a 16, b 25,600, c 0.5'
     """
-    return ", ".join(f"{name} {fmt(value)}" for name, value in values.items())
+    return listing([f"{name} {fmt(value)}" for name, value in values.items()])
 
 
 def _batch(runs: Sequence[Run], x: str) -> list[Finding]:

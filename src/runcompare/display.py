@@ -8,8 +8,12 @@ titles, legends and hover read a small HTML), :func:`terminal_text` for what the
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 
-__all__ = ["fmt", "plotly_text", "terminal_text"]
+__all__ = ["LISTED", "fmt", "listing", "plotly_text", "terminal_text"]
+
+#: Items a sentence lists before it says how many more there are (a sweep of 200 runs).
+LISTED = 6
 
 #: Characters a terminal acts on rather than shows (C0 and C1 controls, DEL) and those that
 #: reorder what follows (bidirectional overrides and isolates), each as its escape.
@@ -32,6 +36,17 @@ def fmt(value: float | None) -> str:
     if abs(value) >= 1000 and abs(value) < 1e15:
         return f"{value:,.0f}"
     return f"{value:.4g}"
+
+
+def listing(items: Sequence[str], *, limit: int = LISTED, sep: str = ", ") -> str:
+    """``items`` joined for a sentence, the first ``limit`` only when there are more.
+
+    >>> listing(["a 16", "b 2"]), listing([f"r{i}" for i in range(9)], limit=3)
+    ('a 16, b 2', 'r0, r1, r2 and 6 more')
+    """
+    if len(items) <= limit:
+        return sep.join(items)
+    return f"{sep.join(items[:limit])} and {len(items) - limit} more"
 
 
 def plotly_text(text: str) -> str:

@@ -27,6 +27,7 @@ import numpy as np
 import polars as pl
 
 from ..audit import audit, propose_axis
+from ..display import listing
 from ..model import Finding, Run
 from .crossing import at_position, crossing, value_at
 from .kinds import is_eval
@@ -72,6 +73,8 @@ class Verdict:
     race: dict[str, Any] = field(default_factory=dict)
     fairness: list[str] = field(default_factory=list)
     axis_reason: str | None = None
+    #: each run's own value at the budget (an arm's value is the mean of its runs'), best first
+    run_values: dict[str, float] = field(default_factory=dict)
 
     def __str__(self) -> str:
         return self.text
@@ -167,7 +170,13 @@ def _verdict(parts: _Parts) -> Verdict:
         race={"target": parts.goal, "curve": "raw" if is_eval(parts.metric) else "smoothed",
               "crossings": {a.name: a.race.get("x") for a in ranked},
               "elapsed": {a.name: a.race.get("elapsed") for a in ranked}},
-        axis_reason=parts.reason)
+        axis_reason=parts.reason, run_values=_run_values(ranked, parts.metric))
+
+
+def _run_values(ranked: list[_Arm], metric: str) -> dict[str, float]:
+    values = [(name, v) for arm in ranked for name, v in zip(arm.runs, arm.members)]
+    values.sort(key=lambda item: -item[1] if higher_is_better(metric) else item[1])
+    return dict(values)
 
 
 def _empty(text: str, axis: str, reason: str | None, fairness: list[str]) -> Verdict:
@@ -185,8 +194,8 @@ def _axis(runs: Sequence[Run], x: str) -> tuple[str, str | None]:
     reason = None
     if len(set(batches.values())) > 1:
         small, large = min(batches, key=batches.get), max(batches, key=batches.get)  # type: ignore[arg-type]
-        listing = ", ".join(f"{name} {size:,}" for name, size in batches.items())
-        reason = (f"the global batches differ ({listing} sequences per step), so a step of "
+        listed = listing([f"{name} {size:,}" for name, size in batches.items()])
+        reason = (f"the global batches differ ({listed} sequences per step), so a step of "
                   f"{large} holds {batches[large] / batches[small]:.3g}× the data of a step of "
                   f"{small} and a comparison on steps would mislead")
     if x == "samples" and len(set(lengths.values())) > 1 and fair == "tokens":

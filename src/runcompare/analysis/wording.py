@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..audit import AXIS_QUESTIONS
-from ..display import fmt
+from ..display import fmt, listing
 from ..model import Finding
 from .kinds import is_eval
 from .summary import higher_is_better
@@ -23,6 +23,9 @@ if TYPE_CHECKING:
     from .verdict import _Arm, _Parts
 
 __all__ = ["AXIS_QUESTIONS", "compose", "fairness_phrases", "ratio", "seconds"]
+
+#: Arms past the runner-up the first sentence names (the rest as a count and a range).
+_OTHERS = 4
 
 #: The audit's warnings in a few words each (a finding's own message otherwise).
 _PHRASES = {
@@ -44,16 +47,17 @@ _PHRASES = {
 
 
 def fairness_phrases(findings: Sequence[Finding], *, axis: str, metric: str | None) -> list[str]:
-    """The warnings among ``findings`` in words, each once (runs named where it is theirs)."""
-    out: list[str] = []
+    """The warnings among ``findings`` in words, each once (runs named where it is theirs,
+    the first few of many)."""
+    runs: dict[str, list[str]] = {}
     for finding in findings:
         if finding.level == "info":
             continue
-        phrase = _PHRASES.get(finding.code, finding.message)
-        text = f"{finding.run}: {phrase}" if finding.run else phrase
-        if text not in out:
-            out.append(text)
-    return out
+        named = runs.setdefault(_PHRASES.get(finding.code, finding.message), [])
+        if finding.run and finding.run not in named:
+            named.append(finding.run)
+    return [f"{listing(names, sep=' and ' if len(names) == 2 else ', ')}: {phrase}" if names
+            else phrase for phrase, names in runs.items()]
 
 
 def ratio(value: float) -> str:
@@ -142,7 +146,10 @@ def _level(parts: _Parts) -> str:
     gap = abs(leader.value - runner.value)  # type: ignore[operator]
     way = "higher" if higher_is_better(parts.metric) else "lower"
     share = f" ({_percent(gap / abs(runner.value))})" if runner.value else ""
-    others = "".join(f", {a.name} {fmt(a.value)}" for a in ranked[2:])
+    others = "".join(f", {a.name} {fmt(a.value)}" for a in ranked[2:2 + _OTHERS])
+    if len(ranked) > 2 + _OTHERS:
+        rest = [a.value for a in ranked[2 + _OTHERS:]]
+        others += f" and {len(rest)} more ({fmt(rest[0])} to {fmt(rest[-1])})"
     return (f"{where} {leader.name} is ahead on {_name(parts)} by {_small(gap)}{share}: "
             f"{fmt(leader.value)} against {runner.name}'s {fmt(runner.value)}{others} "
             f"({way} is better).")
@@ -193,8 +200,8 @@ def _race(parts: _Parts) -> str:
     why = "the target" if parts.target_given else "the worst final value"
     how = "between raw evals" if is_eval(parts.metric) else "on the smoothed curve"
     crossings = [(a.name, a.race.get("x"), a.race.get("elapsed")) for a in parts.ranked]
-    told = ", ".join(f"{name} at {_unit(parts.axis, x)}" if x is not None
-                     else f"{name} not by its last point" for name, x, _ in crossings)
+    told = listing([f"{name} at {_unit(parts.axis, x)}" if x is not None
+                    else f"{name} not by its last point" for name, x, _ in crossings])
     text = (f"Race to {parts.metric} {sign} {fmt(parts.goal)} ({why}; crossings interpolated "
             f"{how}): {told}")
     return text + _speedups(crossings, parts.axis) + "."

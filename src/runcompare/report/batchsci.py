@@ -23,7 +23,9 @@ from ..analysis.plan import Plan
 from ..display import fmt, plotly_text, terminal_text
 from ..model import Finding, Run
 from ..outputs import claim, write_atomic
-from .html import _CSP, _STYLE, GENERATOR, _json_for_script, is_report
+from .assets import CSP, STYLE
+from .html import GENERATOR, _json_for_script, is_report
+from .sections import boxed
 
 __all__ = ["critical_batch_figure", "critical_batch_section", "figure_section", "goodput_figure",
            "goodput_section",
@@ -172,9 +174,9 @@ def critical_batch_section(cb: CriticalBatch) -> tuple[str, dict[str, Any]]:
                    f"<td>{fmt(r.steps_to_target)}</td><td>{fmt(r.samples_to_target)}</td>"
                    f"<td>{_residual(cb, r.run)}</td></tr>" for r in cb.runs)
     text = (f"<h2>Critical batch ({html.escape(cb.metric)} = {cb.target:.4g})</h2>"
-            "<table><tr><th>run</th><th>global batch</th><th>steps to target</th>"
-            f"<th>samples to target</th><th>fit residual</th></tr>{rows}</table>"
-            f"<p>S_min {fmt(cb.s_min)} steps, E_min {fmt(cb.e_min)} samples, B_crit "
+            + boxed("<table><tr><th>run</th><th>global batch</th><th>steps to target</th>"
+                    f"<th>samples to target</th><th>fit residual</th></tr>{rows}</table>")
+            + f"<p>S_min {fmt(cb.s_min)} steps, E_min {fmt(cb.e_min)} samples, B_crit "
             f"{fmt(cb.b_crit)} (fitted on global batches {cb.batch_range[0]:,}–"
             f"{cb.batch_range[1]:,}).</p>"
             + "".join(f'<p class="{f.level}">{html.escape(f.message)}</p>' for f in cb.findings))
@@ -199,8 +201,8 @@ def goodput_section(g: Goodput) -> tuple[str, dict[str, Any]]:
                        f"{fmt(r['downtime_seconds'])} s.</p>" for r in g.restarts)
     text, figure = figure_section(f"{g.run}: {fmt(g.wall_seconds)} s of wall-clock",
                                   goodput_figure(g), g.findings)
-    table = (f"<table><tr><th>where</th><th>seconds</th><th>share</th></tr>{rows}</table>"
-             f"<p>Productive fraction {g.productive_fraction:.1%}.</p>{restarts}")
+    table = (boxed(f"<table><tr><th>where</th><th>seconds</th><th>share</th></tr>{rows}</table>")
+             + f"<p>Productive fraction {g.productive_fraction:.1%}.</p>{restarts}")
     return text + table, figure
 
 
@@ -244,8 +246,8 @@ def write_page(path: Path, *, title: str, sections: Sequence[tuple[str, dict[str
     figures = [figure for _, figure in sections]
     page = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">{GENERATOR}'
             f"<title>{html.escape(title)}</title>"
-            f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
-            f"<style>{_STYLE}</style><script>{get_plotlyjs()}</script></head><body>"
+            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+            f"<style>{STYLE}</style><script>{get_plotlyjs()}</script></head><body>"
             f"<h1>{html.escape(title)}</h1>{body}"
             f'<script type="application/json" id="rc-data">{_json_for_script(figures)}</script>'
             "<script>JSON.parse(document.getElementById('rc-data').textContent).forEach("

@@ -31,7 +31,7 @@ from ..analysis import Comparison
 from ..display import plotly_text
 from ..errors import MissingInfoError
 from ..outputs import claim, head, write_atomic
-from .charts import AXIS_LABELS, chart, drawing_smoothing
+from .charts import AXIS_LABELS, FEW_POINTS, PALETTE, axis_values, chart, drawing_smoothing
 
 __all__ = ["FORMATS", "is_figure", "write_figures"]
 
@@ -43,8 +43,6 @@ _PNG_MARK = (struct.pack(">I", len(_TEXT)) + b"tEXt" + _TEXT
              + struct.pack(">I", zlib.crc32(b"tEXt" + _TEXT)))
 _PNG_AT = 8 + 25
 _SVG_MARK = b"<!-- runcompare -->\n"
-_PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
-            "#7f7f7f", "#bcbd22", "#17becf")
 
 
 def write_figures(comparison: Comparison, folder: Path, *,
@@ -117,17 +115,27 @@ def _figure(comparison: Comparison, drawn: dict[str, Any]) -> dict[str, Any]:
     """A plotly figure dict: per run, values as logged (faint) and smoothed (bold)."""
     names = [run.name for run in comparison.runs]
     traces = []
+    label = AXIS_LABELS.get(comparison.x, comparison.x)
     for trace in drawn["traces"]:
-        colour = _PALETTE[names.index(trace["run"]) % len(_PALETTE)]
-        x = trace["x"][comparison.x]
+        colour = PALETTE[names.index(trace["run"]) % len(PALETTE)]
+        x = axis_values(trace, comparison.x)
+        if comparison.x == "wall_time":  # plotly's date axis reads milliseconds
+            x = [None if v is None else v * 1000 for v in x or []]
         name = plotly_text(trace["run"])
-        traces.append({"type": "scatter", "mode": "lines", "x": x, "y": trace["y"],
+        if len(trace["y"]) <= FEW_POINTS:  # markers: a few points are points, not a line
+            traces.append({"type": "scatter", "mode": "lines+markers", "x": x,
+                           "y": trace["y"].tolist(), "line": {"width": 2, "color": colour},
+                           "name": name})
+            continue
+        traces.append({"type": "scatter", "mode": "lines", "x": x, "y": trace["y"].tolist(),
                        "opacity": 0.3, "line": {"width": 1, "color": colour},
                        "showlegend": False, "name": name})
-        traces.append({"type": "scatter", "mode": "lines", "x": x, "y": trace["smoothed"],
-                       "line": {"width": 2.5, "color": colour}, "name": name})
-    layout = {"title": {"text": plotly_text(drawn["metric"])}, "template": "plotly_white",
-              "xaxis": {"title": {"text": plotly_text(AXIS_LABELS.get(comparison.x,
-                                                                      comparison.x))}},
-              "legend": {"orientation": "h"}}
+        traces.append({"type": "scatter", "mode": "lines", "x": x,
+                       "y": trace["smoothed"].tolist(), "line": {"width": 2.5, "color": colour},
+                       "name": name})
+    layout = {"title": {"text": plotly_text(f"{drawn['metric']} against {label}")},
+              "template": "plotly_white",
+              "xaxis": {"title": {"text": plotly_text(label)},
+                        **({"type": "date"} if comparison.x == "wall_time" else {})},
+              "yaxis": {"title": {"text": plotly_text(drawn["metric"])}}}
     return {"data": traces, "layout": layout}

@@ -1,0 +1,217 @@
+"""The report's tables: the batch hierarchy (each number's source in a popover, rows where
+the runs differ marked), the sweep's leaderboard, findings (grouped by code in a sweep), the
+races, diagnostics, end-of-run totals, throughput and the footer. Every string from a log
+goes through :func:`e`; every wide table scrolls inside its own box."""
+
+from __future__ import annotations
+
+import html
+import platform
+from collections.abc import Sequence
+from typing import Any
+
+from ..analysis import Comparison
+from ..analysis.kinds import QUALITY
+from ..display import fmt
+from ..model import Fact, Finding, Run
+from .terminal import _LEVELS
+from .verdict import where
+
+__all__ = ["batch_table", "diagnostics", "e", "findings", "footer", "leaderboard", "summary",
+           "throughput", "totals"]
+
+#: Hierarchy rows the leaderboard shows per run (the run's settings, not its totals).
+_SETTINGS = 7
+#: Facts the hierarchy already shows, or that are measurements rather than settings.
+_SHOWN = {"per_device_batch", "grad_accum", "world_size", "seq_len", "global_batch",
+          "tokens_per_step", "name"}
+
+
+def e(value: object) -> str:
+    """``value`` as HTML text (quotes too, so it may stand in an attribute)."""
+    return html.escape(str(value), quote=True)
+
+
+def boxed(table: str) -> str:
+    return f'<div class="scroll">{table}</div>'
+
+
+def _number(fact: Fact[Any]) -> str:
+    """A fact's value as a button that opens its source (click or tap: no hover needed)."""
+    if fact.value is None:
+        return f'<td class="unknown">{e(fmt(None))}</td>'
+    value = fmt(fact.value) if not isinstance(fact.value, str) else fact.value
+    return (f'<td><button type="button" class="src" data-src="{e(fact.source)}">'
+            f"{e(value)}</button></td>")
+
+
+def _differs(facts: Sequence[Fact[Any]]) -> bool:
+    return len({repr(f.value) for f in facts}) > 1
+
+
+def batch_table(runs: Sequence[Run]) -> str:
+    """Levels down, runs across; rows where the runs differ are marked."""
+    head = "".join(f"<th>{e(run.name)}</th>" for run in runs)
+    rows = []
+    for label, get in _LEVELS:
+        facts = [get(run) for run in runs]
+        mark = len(runs) > 1 and _differs(facts)
+        flag = ' <span class="tag">differs</span>' if mark else ""
+        rows.append(f'<tr{" class=differ" if mark else ""}><th>{e(label)}{flag}</th>'
+                    f"{''.join(_number(f) for f in facts)}</tr>")
+    table = f"<table class=batch><tr><th></th>{head}</tr>{''.join(rows)}</table>"
+    return (f"<h2>Batch hierarchy</h2>{boxed(table)}<p class=note>Tap or click a number for "
+            "where it came from; <span class=tag>differs</span> marks a row where the runs "
+            "differ.</p>")
+
+
+def leaderboard(comparison: Comparison, top: Sequence[str], palette: Sequence[str]) -> str:
+    """The runs ranked by the verdict's metric at the common budget, with their hierarchy and
+    the settings that differ between runs."""
+    verdict = comparison.verdict
+    values = verdict.run_values if verdict is not None else {}
+    runs = {run.name: run for run in comparison.runs}
+    order = [n for n in values if n in runs] + [n for n in runs if n not in values]
+    levels = _LEVELS[:_SETTINGS]
+    facts = _differing_facts(comparison.runs)
+    group = {name: g for g, names in comparison.groups.items() for name in names}
+    metric = e(verdict.metric) if verdict is not None and verdict.metric else "metric"
+    at = e(where(verdict.axis, verdict.budget)) if verdict and verdict.budget is not None else ""
+    head = (f"<tr><th>#</th><th>run</th><th>{metric} <small>{at}</small></th>"
+            + ("<th>seed group</th>" if group else "")
+            + "".join(f"<th>{e(label)}</th>" for label, _ in levels)
+            + "".join(f"<th>{e(key)}</th>" for key in facts) + "</tr>")
+    rows = []
+    for rank, name in enumerate(order, 1):
+        run = runs[name]
+        colour = palette[top.index(name) % len(palette)] if name in top else None
+        swatch = (f'<span class="swatch" style="background:{colour}"></span>' if colour
+                  else '<span class="swatch faint"></span>')
+        value = fmt(values[name]) if name in values else "— (no value at the budget)"
+        rows.append(
+            f"<tr><td>{rank if name in values else ''}</td><th>{swatch}{e(name)}</th>"
+            f"<td>{e(value)}</td>"
+            + (f"<td>{e(group.get(name, ''))}</td>" if group else "")
+            + "".join(_number(get(run)) for _, get in levels)
+            + "".join(_number(run.facts.get(key, Fact(None, "not found"))) for key in facts)
+            + "</tr>")
+    return (f"<h2>Leaderboard</h2><div class=\"scroll board\"><table class=board>{head}"
+            f"{''.join(rows)}</table></div><p class=note>{len(order)} runs ranked by {metric} "
+            f"{at} (the verdict's metric and budget; the smoothed curve for training metrics, "
+            f"the values as logged for evals). Settings columns: the batch hierarchy, then "
+            f"every stated setting that differs between runs. Tap a number for its source.</p>")
+
+
+def _differing_facts(runs: Sequence[Run]) -> list[str]:
+    """Settings (from a config or set by the user) whose value is not the same in every run."""
+    keys = sorted({k for run in runs for k, f in run.facts.items()
+                   if f.kind in ("config", "user") and k not in _SHOWN})
+    return [k for k in keys if len({repr(run.facts[k].value) if k in run.facts else None
+                                    for run in runs}) > 1]
+
+
+def findings(comparison: Comparison, *, grouped: bool) -> str:
+    """Every finding; in a sweep (``grouped``) one line per level and code, with how many
+    runs it concerns and which."""
+    items = comparison.finding_list
+    if not items:
+        return '<h2 id="findings">Findings</h2><p>None.</p>'
+    if not grouped:
+        lines = "".join(
+            f'<li class="{e(f.level)}"><b>{e(f.level)}</b> <code>{e(f.code)}</code> '
+            f"{e(f.run + ': ' if f.run else '')}{e(f.message)}</li>" for f in items)
+        return f'<h2 id="findings">Findings</h2><ul class=findings>{lines}</ul>'
+    groups: dict[tuple[str, str], list[Finding]] = {}
+    for finding in items:
+        groups.setdefault((finding.level, finding.code), []).append(finding)
+    lines = "".join(_grouped(level, code, members) for (level, code), members in groups.items())
+    return (f'<h2 id="findings">Findings</h2><ul class=findings>{lines}</ul>'
+            f"<p class=note>{len(items):,} findings in {len(groups)} kinds; open a line for "
+            f"the runs it concerns.</p>")
+
+
+def _grouped(level: str, code: str, members: list[Finding]) -> str:
+    runs = list(dict.fromkeys(f.run for f in members if f.run))
+    count = f"{len(runs)} run{'s' if len(runs) != 1 else ''}" if runs else "the comparison"
+    messages = list(dict.fromkeys(f.message for f in members))
+    example = e(messages[0]) + (f" <small>(and {len(messages) - 1} other wordings)</small>"
+                                if len(messages) > 1 else "")
+    listed = ", ".join(e(name) for name in runs)
+    body = f"<details><summary>{example}</summary><p>{listed}</p></details>" if runs else example
+    return (f'<li class="{e(level)}"><b>{e(level)}</b> <code>{e(code)}</code> '
+            f"× {len(members):,} ({count}): {body}</li>")
+
+
+def throughput(comparison: Comparison) -> str:
+    columns = {"samples_per_s": "samples/s", "tokens_per_s": "tokens/s",
+               "tokens_per_s_per_device": "tokens/s per device", "mfu": "MFU"}
+    head = "".join(f"<th>{label}</th>" for label in columns.values())
+    rows = "".join(
+        f"<tr><th>{e(r['run'])}</th>{''.join(f'<td>{fmt(r[c])}</td>' for c in columns)}</tr>"
+        for r in comparison.throughput.iter_rows(named=True))
+    return f"<h2>Throughput</h2>{boxed(f'<table><tr><th></th>{head}</tr>{rows}</table>')}"
+
+
+def summary(comparison: Comparison) -> str:
+    races = comparison.summary.filter(kind=QUALITY)
+    if races.is_empty():
+        return ""
+    x = e(comparison.x)
+    rows = "".join(
+        f"<tr><td>{e(r['metric'])}</td><td>{e(r['run'])}</td><td>{fmt(r['final'])}</td>"
+        f"<td>{fmt(r['best'])}</td><td>{fmt(r['at_common_budget'])} "
+        f"<small>at {x} {fmt(r['budget'])}</small></td><td>{fmt(r['x_to_target'])} "
+        f"<small>to {fmt(r['target'])}, {e(r['curve'] or '')}</small></td>"
+        f"<td>{fmt(r['speedup'])}</td><td>{fmt(r['elapsed_to_target'])}</td>"
+        f"<td>{fmt(r['elapsed_speedup'])}</td></tr>"
+        for r in races.iter_rows(named=True))
+    table = (f"<table class=summary><tr><th>metric</th><th>run</th>"
+             f"<th>final</th><th>best</th><th>at common budget</th><th>{x} to target</th>"
+             f"<th>speedup</th><th>seconds to target</th><th>speedup in seconds</th></tr>{rows}"
+             f"</table>")
+    return (f"<h2>Summary</h2>{boxed(table)}<p class=note>x to target is where the curve "
+            f"crosses the target, interpolated between the two points around it and never "
+            f"extrapolated: on the values as logged for eval metrics (raw), on the smoothed "
+            f"curve for per-step training metrics (smoothed). Speedups are the first run's "
+            f"crossing ÷ each run's.</p>")
+
+
+def diagnostics(comparison: Comparison) -> str:
+    rows = comparison.summary.filter(kind="diagnostic")
+    if rows.is_empty():
+        return ""
+    body = "".join(
+        f"<tr><td>{e(r['metric'])}</td><td>{e(r['run'])}</td><td>{fmt(r['final'])}</td>"
+        f"<td>{fmt(r['at_common_budget'])}</td></tr>" for r in rows.iter_rows(named=True))
+    table = ("<table class=summary><tr><th>metric</th><th>run</th><th>final</th>"
+             f"<th>at common budget</th></tr>{body}</table>")
+    return (f"<h2>Schedules and diagnostics</h2>{boxed(table)}"
+            "<p class=note>Not raced: a target makes no sense for these.</p>")
+
+
+def totals(comparison: Comparison) -> str:
+    table = comparison.totals
+    if table.is_empty():
+        return ""
+    names = [run.name for run in comparison.runs]
+    head = "".join(f"<th>{e(name)}</th>" for name in names)
+    rows = []
+    for metric in table.get_column("metric").unique(maintain_order=True).to_list():
+        values = dict(table.filter(metric=metric).select("run", "value").iter_rows())
+        cells = "".join(f"<td>{fmt(values.get(name))}</td>" for name in names)
+        rows.append(f"<tr><th>{e(metric)}</th>{cells}</tr>")
+    body = f"<table><tr><th></th>{head}</tr>{''.join(rows)}</table>"
+    return f"<h2>End-of-run totals</h2>{boxed(body)}"
+
+
+def footer(runs: Sequence[Run]) -> str:
+    from importlib.metadata import version
+
+    from .. import __version__
+
+    versions = ", ".join(f"{name} {version(name)}" for name in ("polars", "plotly"))
+    paths = "".join(f"<li>{e(run.name)}: <code>{e(run.path)}</code> ({e(run.format)})</li>"
+                    for run in runs)
+    return (f"<footer><p>runcompare {e(__version__)} · Python {platform.python_version()} · "
+            f"{e(versions)}</p><details><summary>{len(runs)} input paths</summary>"
+            f"<ul>{paths}</ul></details></footer>")
