@@ -1,4 +1,4 @@
-"""Benchmark: read a 2,000,000-line Megatron-LM log and a 1 GB HF Trainer stdout; print lines/s.
+"""Benchmark: read a 2,000,000-line Megatron-LM log, a 1 GB HF Trainer stdout and 5,000 two-line logs.
 
 Both files are written once into a cache folder (later runs reuse them) in the exact print
 formats of the writers (Megatron-LM's ``training_log``; transformers 5.x's dicts between
@@ -130,6 +130,29 @@ def peak_memory(source: str, path: Path) -> float:
     return float(peak) - float(base)
 
 
+def small_logs(folder: Path, count: int, repeat: int) -> dict[str, float]:
+    """A folder of ``count`` two-line ``key=value`` logs (the issue's case: many tiny logs of one
+    run), read whole by ``runcompare inspect DIR --json --no-cache`` in a fresh process (what
+    the CLI pays, start-up included) and by ``load`` in this one; best of ``repeat`` each."""
+    import runcompare as rc
+
+    folder.mkdir(parents=True, exist_ok=True)
+    if len(list(folder.glob("*.log"))) != count:
+        for i in range(count):
+            (folder / f"w{i:05d}.log").write_text(f"step=1 loss={2 + i / 1e5:.5f}\n"
+                                                 f"step=2 loss={1.9 + i / 1e5:.5f}\n")
+    cli = [sys.executable, "-m", "runcompare", "inspect", str(folder), "--json", "--no-cache"]
+    fresh, inside = math.inf, math.inf
+    for _ in range(repeat):  # alternated, so both see the same machine
+        wall = time.perf_counter()
+        subprocess.run(cli, capture_output=True, check=True)
+        fresh = min(fresh, time.perf_counter() - wall)
+        wall = time.perf_counter()
+        rc.load(folder, cache=False)
+        inside = min(inside, time.perf_counter() - wall)
+    return {"logs": count, "fresh_process_seconds": fresh, "in_process_seconds": inside}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lines", type=int, default=2_000_000, help="Megatron lines")
@@ -140,9 +163,18 @@ def main() -> None:
                         / "runcompare-bench-text")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--only", choices=("megatron", "hf-stdout"), help="one file only")
+    parser.add_argument("--small", type=int, default=5_000,
+                        help="two-line logs in one folder (0: skip)")
     args = parser.parse_args()
+    results: dict[str, dict[str, float]] = {}
+    if args.small:
+        small = small_logs(args.dir / f"small-{args.small}", args.small, args.repeat)
+        results["small-logs"] = small
+        print(f"{args.small:,} two-line logs in one folder: best "
+              f"{small['fresh_process_seconds']:.2f} s in a fresh process (runcompare inspect "
+              f"--json --no-cache), {small['in_process_seconds']:.2f} s in this one "
+              f"(rc.load); goal < 3 s", flush=True)
     megatron, hf = make(args.dir, args.lines, args.gigabytes)
-    results = {}
     for source, path in (("megatron", megatron), ("hf-stdout", hf)):
         if args.only and source != args.only:
             continue

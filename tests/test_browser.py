@@ -148,7 +148,10 @@ def test_the_verdict_is_above_the_fold_and_nothing_scrolls_sideways(browser, rep
 
 
 def _charts(tab) -> list[dict]:
-    return tab.evaluate("""() => Array.from(document.querySelectorAll('.chart')).map(div => ({
+    """The charts the axis switch redraws (a ``fixed`` one, the critical-batch fit of steps
+    against samples, has axes of its own)."""
+    return tab.evaluate("""() => Array.from(document.querySelectorAll('.chart:not(.fixed)'))
+        .map(div => ({
         id: div.id, title: div.layout.title.text, axis: div.layout.xaxis.title.text,
         traces: div.data.map(t => ({x: t.x, y: t.y, mode: t.mode}))}))""")
 

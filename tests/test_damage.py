@@ -141,3 +141,17 @@ def test_a_wandb_chunk_header_damaged_mid_file_loses_only_its_chunk():
         records = read_records(bytes(damaged))
         assert records.payloads[-1] == whole[-1]  # read on to the end
         assert len(records.payloads) >= len(whole) - 2 and records.damage
+
+
+def test_a_line_too_long_for_any_log_is_left_out_and_the_rest_read(tmp_path):
+    """Hand-made (a malformed input): the sample's key=value lines with one line of 400,000
+    pairs (5 MiB) among them, as a dumped array would print; it costs a second, not minutes."""
+    lines = [f"step={i} loss={3 - i / 10:.2f} lr=3.0e-04" for i in range(1, 11)]
+    lines.insert(5, "step=99 " + " ".join(f"k{i}={i}.5" for i in range(400_000)))
+    log = tmp_path / "train.log"
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    raw = REGISTRY["text"].read_at(log)
+    assert raw.scalars.filter(metric="train/loss").get_column("step").to_list() == list(range(1, 11))
+    assert raw.scalars.get_column("metric").n_unique() == 2
+    message = {f.code: f.message for f in raw.findings}["overlong-lines"]
+    assert "1 line longer than 4 MiB was not read (first: line 6, " in message

@@ -228,7 +228,7 @@ def report_section(runs: Sequence[Run]) -> str:
     if result.b_crit is None or any(f.code == "not-batch-only" for f in result.findings):
         return ""
     text, figure = critical_batch_section(result)
-    return (f'<section id="rc-critical-batch">{text}<div class="chart" id="chart-cb"></div>'
+    return (f'<section id="rc-critical-batch">{text}<div class="chart fixed" id="chart-cb"></div>'
             f'<script type="application/json" id="rc-cb-data">{_json_for_script(figure)}'
             "</script><script>(function () { const f = JSON.parse(document.getElementById("
             "'rc-cb-data').textContent); Plotly.newPlot('chart-cb', f.data, f.layout, "

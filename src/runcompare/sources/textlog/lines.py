@@ -56,6 +56,10 @@ HEAD_BYTES = 64 << 10
 _PROBE = 64 << 10
 #: Chunks parsed at the same time.
 WORKERS = 2
+#: Bytes of the longest line read: a longer one is no log line (an array or a file dumped
+#: whole) and would cost minutes of parsing; it is left out, with an ``overlong-lines``
+#: warning. A printed log_history of 20,000 entries fits.
+MAX_LINE_BYTES = 4 << 20
 #: Suffixes of the files in a folder that may hold captured stdout.
 LOG_SUFFIXES = (".log", ".out", ".txt", ".err", ".jsonl", ".ndjson")
 #: W&B's own files: its debug logs, and a run folder's copy of the console (``files/output.log``).
@@ -89,6 +93,8 @@ class Lines:
     #: The line cut off inside a number at the end of the file and the cut text, which was not
     #: read (see :func:`_cut_tail`).
     cut: tuple[int, str] | None = None
+    #: Lines longer than :data:`MAX_LINE_BYTES`, left out: how many, the first and its bytes.
+    overlong: tuple[int, int, int] | None = None
 
     def findings(self, path: Path) -> list[Finding]:
         """An info finding when some lines were not valid UTF-8, a warning when the last line
@@ -99,6 +105,14 @@ class Lines:
                                  f"{path}: {self.garbled} of {self.count} lines hold bytes that "
                                  f"are not UTF-8 (first at line {self.first_garbled}); they were "
                                  "read with U+FFFD in place of those bytes"))
+        if self.overlong is not None:
+            count, line, size = self.overlong
+            found.append(Finding("warning", "overlong-lines",
+                                 f"{path}: {count} line{'s' * (count != 1)} longer than "
+                                 f"{MAX_LINE_BYTES >> 20} MiB {'were' if count != 1 else 'was'} "
+                                 f"not read (first: line {line}, {size:,} bytes): no log line is "
+                                 "that long (an array or a file printed whole?); the other "
+                                 "lines were read"))
         if self.cut is not None:
             line, text = self.cut
             found.append(Finding("warning", "damaged-input",
@@ -143,14 +157,30 @@ def log_files(path: Path, claims: Callable[[str], bool]) -> list[Path]:
     """
     if path.is_file():
         candidates = [] if _is_wandb_file(path) else [path]
-    elif path.is_dir():
-        in_run = _in_wandb_run(path)  # once for the folder's files, not once each
-        candidates = [] if in_run else sorted(
-            (p for p in path.iterdir() if p.suffix in LOG_SUFFIXES and p.name not in _WANDB_DEBUG
-             and p.is_file()), key=_natural)
     else:
-        return []
+        try:
+            stat = path.stat()
+        except OSError:
+            return []
+        if not path.is_dir():
+            return []
+        candidates = [path / name for name in _folder_logs(str(path), stat.st_mtime_ns,
+                                                           stat.st_ino)]
     return [p for p in candidates if claims(head(p))]
+
+
+@lru_cache(maxsize=1 << 10)
+def _folder_logs(folder: str, _mtime: int, _inode: int) -> tuple[str, ...]:
+    """The names of the log files in ``folder`` (:func:`log_files`), in natural order; kept
+    for the folder's mtime, which a file added, removed or renamed changes, so the text formats
+    that look at one folder in turn list it once."""
+    if _in_wandb_run(Path(folder)):  # once for the folder's files, not once each
+        return ()
+    with os.scandir(folder) as entries:
+        names = [entry.name for entry in entries
+                 if os.path.splitext(entry.name)[1] in LOG_SUFFIXES
+                 and entry.name not in _WANDB_DEBUG and _is_file(entry)]
+    return tuple(sorted(names, key=_natural))
 
 
 def logs_at(path: Path, claims: Callable[[str], bool], *, missing: str) -> list[Path]:
@@ -269,8 +299,16 @@ def _non_blank(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.select("line", text).filter(text.str.strip_chars() != "")
 
 
-def _natural(path: Path) -> list[object]:
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path.name)]
+def _is_file(entry: os.DirEntry[str]) -> bool:
+    """Whether ``entry`` is a regular file or a link to one (False for a link in a loop)."""
+    try:
+        return entry.is_file()
+    except OSError:
+        return False
+
+
+def _natural(name: str) -> list[object]:
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
 def _is_wandb_file(path: Path) -> bool:
@@ -480,10 +518,21 @@ def _read_chunk(span: tuple[int, int], *, read: Callable[[tuple[int, int]], byte
     line = pl.Series("line", index + 1 if index is not None else np.arange(1, frame.height + 1))
     frame = frame.select(line, "text")
     garbled = frame.filter(pl.col("text").str.contains("\ufffd", literal=True))
+    marks = garbled.select("line").head(1).with_columns(n=garbled.height)
+    if len(text) > MAX_LINE_BYTES:  # a chunk this long may hold a line too long to read
+        size = pl.col("text").str.len_bytes()
+        overlong = frame.filter(size > MAX_LINE_BYTES)
+        if overlong.height:
+            frame = frame.with_columns(text=pl.when(size > MAX_LINE_BYTES).then(None)
+                                       .otherwise("text"))
+            marks = pl.DataFrame({"line": [marks["line"][0] if marks.height else None],
+                                  "n": [garbled.height], "long_n": [overlong.height],
+                                  "long_line": [overlong["line"][0]],
+                                  "long_bytes": [overlong.select(size).item(0, 0)]},
+                                 schema_overrides={"line": pl.Int64, "n": marks.schema["n"]})
     parsed = parse(frame) if frame.height else _empty(parse)
     parsed = merge(parsed, scanned) if scanned else parsed
-    return (frame.height if count is None else count, parsed,
-            garbled.select("line").head(1).with_columns(n=garbled.height))
+    return (frame.height if count is None else count, parsed, marks)
 
 
 @cache
@@ -524,8 +573,14 @@ def _parse_chunks(spans: list[tuple[int, int]], read: Callable[[tuple[int, int]]
         joined[name] = frame.with_columns(pl.col("line") + pl.Series(shift))
     garbled = joined.pop("")
     first = garbled.get_column("line").min() if garbled.height else None
-    return Lines(joined.get("rows", pl.DataFrame()), int(counts.sum()),
-                 int(garbled.get_column("n").sum()), first, joined)  # type: ignore[arg-type]
+    lines = Lines(joined.get("rows", pl.DataFrame()), int(counts.sum()),
+                  int(garbled.get_column("n").sum()), first, joined)  # type: ignore[arg-type]
+    long = [frame for _, frame in tables[""] if "long_n" in frame.columns]
+    if long:  # the chunk's line number made the file's, as for the other rows
+        at = [chunk for chunk, frame in tables[""] if "long_n" in frame.columns]
+        lines.overlong = (sum(int(f["long_n"][0]) for f in long),
+                          int(long[0]["long_line"][0] + before[at[0]]), int(long[0]["long_bytes"][0]))
+    return lines
 
 
 def split_cr(frame: pl.DataFrame) -> pl.DataFrame:
