@@ -12,7 +12,7 @@ from .conftest import SAMPLES
 
 def test_public_names_are_pinned():
     assert rc.__all__ == [
-        "BatchConfig", "BatchPlan", "Comparison", "Fact", "Finding", "InputError",
+        "BatchConfig", "BatchPlan", "Comparison", "Fact", "Finding", "Findings", "InputError",
         "MissingInfoError", "NoLogsFoundError", "RawLog", "Run", "RuncompareError",
         "UnknownMetricError", "UsageError", "__version__", "compare", "load", "load_many",
         "plan_batch",

@@ -4,29 +4,31 @@
     runs = rc.load_many(["sample_logs/mamba", "sample_logs/attn"])
     runs[0].frame(x="tokens")            # polars; runs[0].to_pandas(x="tokens") for pandas
     rc.compare(runs).summary
+
+The names are imported on first use (:mod:`runcompare._lazy`): ``import runcompare`` loads
+no polars until a run is read.
 """
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING
 
-from .analysis import Comparison, compare
-from .batch import BatchPlan, plan_batch
-from .errors import (
-    InputError,
-    MissingInfoError,
-    NoLogsFoundError,
-    RuncompareError,
-    UnknownMetricError,
-    UsageError,
-)
-from .load import load, load_many
-from .model import BatchConfig, Fact, Finding, RawLog, Run
+from ._lazy import exports
 
-try:
-    __version__ = version("runcompare")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0+unknown"
+if TYPE_CHECKING:
+    from ._version import __version__
+    from .analysis.compare import Comparison, compare
+    from .batch import BatchPlan, plan_batch
+    from .errors import (
+        InputError,
+        MissingInfoError,
+        NoLogsFoundError,
+        RuncompareError,
+        UnknownMetricError,
+        UsageError,
+    )
+    from .load import load, load_many
+    from .model import BatchConfig, Fact, Finding, Findings, RawLog, Run
 
 __all__ = [
     "BatchConfig",
@@ -34,6 +36,7 @@ __all__ = [
     "Comparison",
     "Fact",
     "Finding",
+    "Findings",
     "InputError",
     "MissingInfoError",
     "NoLogsFoundError",
@@ -48,3 +51,16 @@ __all__ = [
     "load_many",
     "plan_batch",
 ]
+
+_MODULES = {
+    "__version__": "._version",
+    "Comparison": ".analysis.compare", "compare": ".analysis.compare",
+    "BatchPlan": ".batch", "plan_batch": ".batch",
+    **dict.fromkeys(("InputError", "MissingInfoError", "NoLogsFoundError", "RuncompareError",
+                     "UnknownMetricError", "UsageError"), ".errors"),
+    "load": ".load", "load_many": ".load",
+    **dict.fromkeys(("BatchConfig", "Fact", "Finding", "Findings", "RawLog", "Run"), ".model"),
+}
+
+if not TYPE_CHECKING:
+    __getattr__, __dir__ = exports(__name__, _MODULES)

@@ -41,6 +41,7 @@ from urllib.parse import quote
 
 import polars as pl
 
+from .display import did_you_mean
 from .errors import InputError, MissingInfoError, UsageError
 from .model import SCALAR_SCHEMA, Run
 from .outputs import claim, head
@@ -147,9 +148,16 @@ def encode_name(name: str) -> str:
 
 def _format(path: Path, format: str | None) -> str:
     if format is None:
-        return _SUFFIXES.get(path.suffix.lower(), "parquet")
+        suffix = path.suffix.lower()
+        if suffix and suffix not in _SUFFIXES:
+            raise UsageError(f"{path}: unknown export suffix {suffix!r}; "
+                             f"{did_you_mean(suffix, _SUFFIXES)}name a {', '.join(_SUFFIXES)} "
+                             "path (or a folder without a suffix, for parquet), or pass "
+                             f"--format {'|'.join(FORMATS)}")
+        return _SUFFIXES.get(suffix, "parquet")
     if format.lower() not in FORMATS:
-        raise UsageError(f"unknown export format {format!r}; choose one of {', '.join(FORMATS)}")
+        raise UsageError(f"unknown export format {format!r}; {did_you_mean(format, FORMATS)}"
+                         f"choose one of {', '.join(FORMATS)}")
     return format.lower()
 
 

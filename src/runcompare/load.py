@@ -22,22 +22,26 @@ __all__ = ["expand", "load", "load_many"]
 
 
 def load(path: str | Path, *, name: str | None = None, source: str | None = None,
-         duplicates: str = "keep-last", cache: bool = True, **facts: Any) -> Run:
-    """Read one run from ``path``; ``facts`` (e.g. ``seq_len=1024``) override what the logs say.
+         settings: Iterable[str] = (), duplicates: str = "keep-last", cache: bool = True,
+         progress: Callable[[int, int, str], None] | None = None,
+         config: str | Path | None = None, pattern: str | None = None, **facts: Any) -> Run:
+    """Read the one run at ``path``; it takes what :func:`load_many` takes, and ``name``.
 
-    ``duplicates`` says what to do with steps a restarted leg logged again (``keep-last``,
-    ``keep-first``, ``all``); ``cache=False`` rereads every file. ::
+    ``facts`` (e.g. ``seq_len=1024``) override what the logs say. A path that holds several
+    runs (a TensorBoard logdir of runs) is a :class:`UsageError` naming them. ::
 
         run = load("sample_logs/attn", seq_len=64)
         run.frame(x="tokens").filter(metric="train/loss")
     """
-    user = {key: user_fact(key, value, source="load()") for key, value in facts.items()}
     if name is not None:
-        user["name"] = Fact(name, "load()", "user")
-    path = Path(path)
-    raws, findings = _read_all(detect(path, source=source), path, cache, _hints(path, user))
-    name = (user.get("name") or Fact(None, "")).value or _folder_name(path)
-    return _build(path, name, user, raws, findings, duplicates)
+        facts = {**facts, "name": name}
+    runs = _load_runs([path], origin="load()", source=source, settings=settings,
+                      duplicates=duplicates, cache=cache, progress=progress, config=config,
+                      pattern=pattern, facts=facts)
+    if len(runs) > 1:
+        raise UsageError(f"{path} holds {len(runs)} runs ({', '.join(r.name for r in runs)}); "
+                         "read them with load_many, or load one of their folders")
+    return runs[0]
 
 
 def load_many(paths: Iterable[str | Path], *, source: str | None = None,
@@ -54,10 +58,21 @@ def load_many(paths: Iterable[str | Path], *, source: str | None = None,
     reads plain-text logs no other source knows (``--pattern``; implies ``source="text"``);
     ``progress(done, total, name)`` is called before each run is read.
     """
+    return _load_runs(paths, origin="load_many()", source=source, settings=settings,
+                      duplicates=duplicates, cache=cache, progress=progress, config=config,
+                      pattern=pattern, facts=facts)
+
+
+def _load_runs(paths: Iterable[str | Path], *, origin: str, source: str | None,
+               settings: Iterable[str], duplicates: str, cache: bool,
+               progress: Callable[[int, int, str], None] | None,
+               config: str | Path | None, pattern: str | None,
+               facts: Mapping[str, Any]) -> list[Run]:
+    """:func:`load_many`; ``origin`` is the source of the facts given as keywords."""
     if pattern is not None and source not in (None, "text"):
         raise UsageError(f"--pattern reads with the text source, not {source!r}")
     per_run = parse_settings(settings)
-    common = {key: user_fact(key, value, source="load_many()") for key, value in facts.items()}
+    common = {key: user_fact(key, value, source=origin) for key, value in facts.items()}
     common.update(per_run.pop(None, {}))
     stated = config_facts(Path(config)) if config is not None else {}
     roots = [root for path in paths for root in (

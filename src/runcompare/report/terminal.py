@@ -11,9 +11,10 @@ from rich.text import Text
 
 from ..analysis import Comparison
 from ..analysis.kinds import QUALITY
-from ..batch import BatchPlan
 from ..display import fmt, terminal_text
-from ..model import Fact, Finding, Run
+from ..model import Fact, Run
+from .plan_table import print_findings as _findings
+from .plan_table import print_plan
 
 __all__ = ["fmt", "print_comparison", "print_plan", "print_run"]
 
@@ -87,14 +88,6 @@ def sources_table(run: Run) -> Table:
         fact = get(run)
         table.add_row(label, fmt(fact.value), terminal_text(fact.source))
     return table
-
-
-def _findings(console: Console, findings: Sequence[Finding]) -> None:
-    styles = {"error": "bold red", "warning": "yellow", "info": "dim"}
-    for finding in findings:
-        where = f"{finding.run}: " if finding.run else ""
-        console.print(Text(terminal_text(f"{finding.level} [{finding.code}] {where}"
-                                         f"{finding.message}"), style=styles[finding.level]))
 
 
 def print_run(run: Run, console: Console) -> None:
@@ -195,27 +188,3 @@ def throughput_table(comparison: Comparison) -> Table:
     for row in comparison.throughput.iter_rows(named=True):
         table.add_row(terminal_text(row["run"]), *(fmt(row[k]) for k in list(columns)[1:]))
     return table
-
-
-def print_plan(plan: BatchPlan, console: Console) -> None:
-    """What ``runcompare batch`` shows: the four levels, then the run's totals."""
-    table = Table(title="Batch hierarchy", title_justify="left")
-    table.add_column("level")
-    table.add_column("value", justify="right")
-    table.add_column("arithmetic", style="dim")
-    rows = (
-        ("micro-batch", plan.per_device_batch, "sequences per forward pass per device"),
-        ("per-device batch", plan.per_device_batch * plan.grad_accum,
-         f"{plan.per_device_batch} × accumulation {plan.grad_accum}"),
-        ("global batch", plan.global_batch,
-         f"× data parallel {plan.data_parallel} (world {plan.world_size})"),
-        ("tokens per step", plan.tokens_per_step, f"× sequence length {fmt(plan.seq_len)}"),
-        ("optimizer steps", plan.max_steps, ""),
-        ("micro-steps", plan.micro_steps, f"optimizer steps × {plan.grad_accum}"),
-        ("total samples", plan.total_samples, "optimizer steps × global batch"),
-        ("total tokens", plan.total_tokens, "optimizer steps × tokens per step"),
-    )
-    for label, value, how in rows:
-        table.add_row(label, fmt(value), how)
-    console.print(table)
-    _findings(console, plan.findings)
