@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._lazy import exports
+from ._lazy import install
 
 if TYPE_CHECKING:
     from ._version import __version__
@@ -63,4 +63,4 @@ _MODULES = {
 }
 
 if not TYPE_CHECKING:
-    __getattr__, __dir__ = exports(__name__, _MODULES)
+    install(__name__, _MODULES)

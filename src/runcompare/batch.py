@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .errors import InputError, MissingInfoError
-from .model import Finding
+from .model import Finding, Findings
 
 __all__ = ["BatchPlan", "plan_batch"]
 
@@ -35,7 +35,10 @@ class BatchPlan:
     micro_steps: int | None
     total_samples: int | None
     total_tokens: int | None
-    findings: list[Finding] = field(default_factory=list)
+    findings: Findings = field(default_factory=Findings)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "findings", Findings(self.findings))
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)

@@ -75,7 +75,7 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
         return max(difflib.SequenceMatcher(None, word.lower(), p.lower()).ratio() for p in parts)
 
     scored = sorted(((score(c), c) for c in set(choices)), key=lambda sc: (-sc[0], sc[1]))
-    close = [choice for value, choice in scored if value >= 0.6][:3]
+    close = [choice for value, choice in scored if value >= 0.75][:3]
     if not close:
         return ""
     names = [repr(c) for c in close]

@@ -151,9 +151,10 @@ def _format(path: Path, format: str | None) -> str:
         suffix = path.suffix.lower()
         if suffix and suffix not in _SUFFIXES:
             raise UsageError(f"{path}: unknown export suffix {suffix!r}; "
-                             f"{did_you_mean(suffix, _SUFFIXES)}name a {', '.join(_SUFFIXES)} "
-                             "path (or a folder without a suffix, for parquet), or pass "
-                             f"--format {'|'.join(FORMATS)}")
+                             f"{did_you_mean(suffix, _SUFFIXES)}name the output "
+                             f"{', '.join(list(_SUFFIXES)[:-1])} or {list(_SUFFIXES)[-1]} (a "
+                             "folder without a suffix is parquet), or pass --format "
+                             f"{', '.join(FORMATS[:-1])} or {FORMATS[-1]}")
         return _SUFFIXES.get(suffix, "parquet")
     if format.lower() not in FORMATS:
         raise UsageError(f"unknown export format {format!r}; {did_you_mean(format, FORMATS)}"

@@ -25,23 +25,19 @@ def load(path: str | Path, *, name: str | None = None, source: str | None = None
          settings: Iterable[str] = (), duplicates: str = "keep-last", cache: bool = True,
          progress: Callable[[int, int, str], None] | None = None,
          config: str | Path | None = None, pattern: str | None = None, **facts: Any) -> Run:
-    """Read the one run at ``path``; it takes what :func:`load_many` takes, and ``name``.
+    """Read ``path`` as one run (a resumed run's legs, or a folder's sources, together); it
+    takes what :func:`load_many` takes, and ``name``.
 
-    ``facts`` (e.g. ``seq_len=1024``) override what the logs say. A path that holds several
-    runs (a TensorBoard logdir of runs) is a :class:`UsageError` naming them. ::
+    ``facts`` (e.g. ``seq_len=1024``) override what the logs say. ::
 
         run = load("sample_logs/attn", seq_len=64)
         run.frame(x="tokens").filter(metric="train/loss")
     """
     if name is not None:
         facts = {**facts, "name": name}
-    runs = _load_runs([path], origin="load()", source=source, settings=settings,
+    return _load_runs([path], origin="load()", source=source, settings=settings,
                       duplicates=duplicates, cache=cache, progress=progress, config=config,
-                      pattern=pattern, facts=facts)
-    if len(runs) > 1:
-        raise UsageError(f"{path} holds {len(runs)} runs ({', '.join(r.name for r in runs)}); "
-                         "read them with load_many, or load one of their folders")
-    return runs[0]
+                      pattern=pattern, facts=facts, expand_roots=False)[0]
 
 
 def load_many(paths: Iterable[str | Path], *, source: str | None = None,
@@ -67,8 +63,9 @@ def _load_runs(paths: Iterable[str | Path], *, origin: str, source: str | None,
                settings: Iterable[str], duplicates: str, cache: bool,
                progress: Callable[[int, int, str], None] | None,
                config: str | Path | None, pattern: str | None,
-               facts: Mapping[str, Any]) -> list[Run]:
-    """:func:`load_many`; ``origin`` is the source of the facts given as keywords."""
+               facts: Mapping[str, Any], expand_roots: bool = True) -> list[Run]:
+    """:func:`load_many`; ``origin`` is the source of the facts given as keywords;
+    ``expand_roots=False`` reads each path as one run (:func:`load`)."""
     if pattern is not None and source not in (None, "text"):
         raise UsageError(f"--pattern reads with the text source, not {source!r}")
     per_run = parse_settings(settings)
@@ -76,7 +73,8 @@ def _load_runs(paths: Iterable[str | Path], *, origin: str, source: str | None,
     common.update(per_run.pop(None, {}))
     stated = config_facts(Path(config)) if config is not None else {}
     roots = [root for path in paths for root in (
-        expand(Path(path), source=source) if pattern is None else [_given(Path(path))])]
+        [_given(Path(path))] if pattern is not None else expand(Path(path), source=source)
+        if expand_roots else [(Path(path), _folder_name(Path(path)), False)])]
     shown = _unique([name for _, name, _ in roots], [root for root, _, _ in roots])
     _check_addressed(per_run, [name for _, name, _ in roots], shown)
     staged: list[tuple[Path, str, dict[str, Fact[Any]], list[RawLog], list[Finding]]] = []

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import exports
+from .._lazy import install
 
 if TYPE_CHECKING:
     from .html import default_report_path, write_report
@@ -18,6 +18,6 @@ __all__ = ["default_report_path", "print_comparison", "print_plan", "print_run",
            "write_report"]
 
 if not TYPE_CHECKING:
-    __getattr__, __dir__ = exports(__name__, {
+    install(__name__, {
         "default_report_path": ".html", "write_report": ".html", "print_plan": ".plan_table",
         "write_figures": ".static", "print_comparison": ".terminal", "print_run": ".terminal"})
