@@ -97,7 +97,7 @@ def plan_batch(*, per_device_batch: int, world_size: int | None = None,
         total_samples=None if max_steps is None else max_steps * total,
         total_tokens=None if max_steps is None or tokens_per_step is None
         else max_steps * tokens_per_step,
-        findings=findings)
+        findings=Findings(findings))
 
 
 def _world_size(world_size: int | None, nodes: int | None, devices_per_node: int | None,

@@ -37,6 +37,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 from urllib.parse import quote
 
 import polars as pl
@@ -94,7 +95,7 @@ def export(runs: Sequence[Run], path: str | Path, *, format: str | None = None,
     named = _frames(runs, fmt=fmt, x=axis)
     target = Path(os.path.abspath(out))
     _check_destination(target, fmt, force=force, runs=runs)
-    write = (functools.partial(_write_tensorboard, x=axis) if fmt == "tensorboard"
+    write = (functools.partial(_write_tensorboard, x=cast(str, axis)) if fmt == "tensorboard"
              else _WRITERS[fmt])
     written = _publish(target, lambda staged: write(named, staged))
     return Exported(path=out, format=fmt, files=[out / part for part in written],

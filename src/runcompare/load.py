@@ -13,7 +13,7 @@ from .axes import axis_sources, normalize
 from .cache import read_cached
 from .errors import InputError, MissingInfoError, NoLogsFoundError, RuncompareError, UsageError
 from .legs import resolve_legs
-from .model import Fact, Finding, RawLog, Run
+from .model import Fact, Finding, Findings, RawLog, Run
 from .resolve import merge_facts, parse_settings, read_sidecar, resolve_batch, user_fact
 from .sources import REGISTRY, Format, detect
 from .sources.config import config_facts
@@ -101,7 +101,7 @@ def _load_runs(paths: Iterable[str | Path], *, origin: str, source: str | None,
     if not staged:
         raise InputError("no run could be read: " + "; ".join(f.message for f in skipped))
     names = _unique([item[1] for item in staged], [item[0] for item in staged])
-    unknown = set(per_run) - {name for _, name, _ in roots} - set(names) - set(shown)
+    unknown = {run for run in per_run if run is not None} - {name for _, name, _ in roots} - set(names) - set(shown)
     if unknown:
         raise UsageError(f"--set names no run called {', '.join(sorted(unknown))}; the runs "
                          f"are {', '.join(names)}")
@@ -166,7 +166,8 @@ def _unique(names: list[str], paths: list[Path]) -> list[str]:
     return out
 
 
-def _check_addressed(per_run: Mapping[str, Any], names: list[str], shown: list[str]) -> None:
+def _check_addressed(per_run: Mapping[str | None, Any], names: list[str],
+                     shown: list[str]) -> None:
     """A ``--set RUN:...`` whose RUN several runs share is refused, naming them as shown."""
     for run in per_run:
         sharing = [unique for name, unique in zip(names, shown) if name == run and unique != run]
@@ -234,7 +235,7 @@ def _build(path: Path, name: str, user: Mapping[str, Fact[Any]], raws: list[RawL
                            *dropped)]
     return Run(name=name, path=path, format=chosen.source, sources=[r.source for r in raws],
                step_unit=chosen.step_unit, batch=batch, scalars=scalars, facts=facts,
-               findings=findings, aliases=chosen.aliases,
+               findings=Findings(findings), aliases=chosen.aliases,
                axis_sources=axis_sources(chosen, batch, facts=facts, wall_times=wall_times))
 
 

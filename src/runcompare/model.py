@@ -283,7 +283,7 @@ class Run:
         """The last optimizer step the run reached."""
         logged = self.scalars.get_column("step").max()
         recorded = self.facts.get("global_step", UNKNOWN).value
-        return max(int(logged or 0), int(recorded or 0))
+        return max(int(logged or 0), int(recorded or 0))  # type: ignore[arg-type]
 
     @property
     def micro_steps(self) -> int | None:

@@ -174,7 +174,7 @@ def _ordered(metrics: Sequence[str], main: str | None, kinds: Mapping[str, str])
     """The main metric, then the other quality metrics, then the diagnostics (each in the
     given order)."""
     rest = [m for m in metrics if m != main]
-    head = [main] if main in metrics else []
+    head = [main] if main is not None and main in metrics else []
     return head + [m for m in rest if kinds[m] == QUALITY] + [m for m in rest
                                                              if kinds[m] != QUALITY]
 

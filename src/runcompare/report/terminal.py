@@ -4,6 +4,7 @@ name and message from a log goes through :func:`~runcompare.display.terminal_tex
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, Literal
 
 from rich.console import Console
 from rich.table import Table
@@ -41,11 +42,11 @@ def _derived(value: int | None, source: str) -> Fact[int]:
 
 def _total(run: Run, axis: str) -> Fact[int]:
     source = run.axis_sources.get(axis, "not found")
-    kind = "logged" if source.startswith("logged") else "inferred"
+    kind: Literal["logged", "inferred"] = "logged" if source.startswith("logged") else "inferred"
     return Fact(run.total(axis), source.replace("schedule", "derived"), kind)
 
 
-def origin(fact: Fact[object]) -> str:
+def origin(fact: Fact[Any]) -> str:
     """A one-word origin of a fact for narrow tables: set, config, logged, derived, inferred.
 
     >>> origin(Fact(2, "derived: global_batch ÷ (per_device_batch × grad_accum)", "inferred"))
