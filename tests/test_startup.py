@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-HEAVY = ("polars", "pyarrow", "pandas", "plotly", "tensorboard", "numpy")
+HEAVY = ("polars", "pyarrow", "pandas", "plotly", "tensorboard", "numpy", "pydantic")
 _PROBE = """
 import json, sys
 watched = set(json.loads(sys.argv[2]))

@@ -58,11 +58,11 @@ class DefaultCommandGroup(TyperGroup):
 class _Argument(TyperArgument):
     """An argument shown by its metavar alone (``RUN...``), not with its Python type."""
 
-    def display_type_rich(self, ctx: Any) -> str | None:
+    def display_type_rich(self, ctx: Any) -> str | None:  # typer 0.29's help record
         return None
 
-    def _usage_display_name(self) -> str:
-        return self.metavar or super()._usage_display_name()
+    def get_usage_pieces(self, ctx: Any) -> list[str]:
+        return [self.metavar] if self.metavar else super().get_usage_pieces(ctx)
 
 
 class _Command(TyperCommand):
@@ -294,8 +294,6 @@ def inspect(
 ) -> None:
     """What was found in a run (each run, for a folder of several): sources, batch hierarchy
     with the source of every number, metrics, findings."""
-    from .report import print_run
-
     loaded = _load([run], source, settings, duplicates, no_cache, config, pattern, quiet)
     if as_json:
         objects = [r.to_json() for r in loaded]
@@ -304,6 +302,8 @@ def inspect(
         for one in loaded:
             typer.echo(terminal_text(str(one)))
     else:
+        from .report import print_run
+
         for one in loaded:
             print_run(one, _console())
         if verbose:
