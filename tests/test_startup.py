@@ -45,14 +45,15 @@ def test_light_commands_import_no_heavy_module(args):
 
 
 def test_inspect_imports_no_plotting_or_pandas():
-    """Reading a run needs polars and numpy; not plotly, pandas or tensorboard (whose protos
+    """Reading a run needs polars and numpy; not plotly, pandas, pyarrow (W&B histories) or
+    tensorboard (whose protos
     the TensorBoard reader imports only for a text summary or an unusual tensor)."""
     from .conftest import SAMPLES
 
     done = subprocess.run([sys.executable, "-c", _PROBE,
                            json.dumps(["inspect", str(SAMPLES / "attn"), "--json", "--no-cache",
                                        "--source", "hf-trainer"]),
-                           json.dumps(["plotly", "pandas", "tensorboard"])],
+                           json.dumps(["plotly", "pandas", "tensorboard", "pyarrow"])],
                           capture_output=True, text=True, check=True)
     assert json.loads(done.stderr.strip().splitlines()[-1]) == {"code": 0, "heavy": []}
     assert json.loads(done.stdout)["name"] == "attn"
