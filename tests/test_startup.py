@@ -46,8 +46,8 @@ def test_light_commands_import_no_heavy_module(args):
 
 def test_inspect_imports_no_plotting_or_pandas():
     """Reading a run needs polars and numpy; not plotly, pandas, pyarrow (W&B histories) or
-    tensorboard (whose protos
-    the TensorBoard reader imports only for a text summary or an unusual tensor)."""
+    tensorboard (whose protos the TensorBoard reader imports only for a text summary or an
+    unusual tensor)."""
     from .conftest import SAMPLES
 
     done = subprocess.run([sys.executable, "-c", _PROBE,
