@@ -16,6 +16,12 @@ the readers. Peers run with
 ``--peer-python`` (a Python with torch, tbparse and tensorboard); runcompare with this one.
 Prints each time, points read, peak memory (max RSS of the process) and the ratios against
 the goals (cold ≥ 20× tbparse and ≥ 12× EventAccumulator, cached ≥ 200× tbparse, < 400 MB).
+
+Then the whole process, as a user meets it, start-up included: ``runcompare inspect DIR
+--json --no-cache`` against ``python -c "from tbparse import SummaryReader;
+SummaryReader(DIR).scalars"``, each timed from launch to exit (goal ≥ 25×). Without torch
+the event file is written by tensorboard's own ``EventFileWriter`` (the writer torch's
+``SummaryWriter`` wraps), the same records.
 """
 
 from __future__ import annotations
@@ -26,14 +32,32 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 TAGS, STEPS = 10, 100_000
 DEFAULT_PEER = "/work/genvenv/bin/python"
 
 WRITE = """
-import math, sys
-from torch.utils.tensorboard import SummaryWriter
+import math, sys, time
+try:
+    from torch.utils.tensorboard import SummaryWriter
+except ImportError:  # the writer SummaryWriter wraps, with the same Summary protos
+    from tensorboard.compat.proto.event_pb2 import Event
+    from tensorboard.compat.proto.summary_pb2 import Summary
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    class SummaryWriter:
+        def __init__(self, logdir, max_queue, flush_secs):
+            self.writer = EventFileWriter(logdir, max_queue, flush_secs)
+
+        def add_scalar(self, tag, value, step):
+            summary = Summary(value=[Summary.Value(tag=tag, simple_value=value)])
+            self.writer.add_event(Event(wall_time=time.time(), step=step, summary=summary))
+
+        def close(self):
+            self.writer.close()
+
 writer = SummaryWriter(sys.argv[1], max_queue=100_000, flush_secs=3600)
 tags = [f"train/metric_{i}" for i in range(int(sys.argv[2]))]
 for step in range(int(sys.argv[3])):
@@ -41,6 +65,9 @@ for step in range(int(sys.argv[3])):
         writer.add_scalar(tag, math.sin(step * 0.001 + i), step)
 writer.close()
 """
+
+#: Whole processes, start-up included: runcompare's command line and tbparse's shortest script.
+WHOLE_TBPARSE = "import sys; from tbparse import SummaryReader; len(SummaryReader(sys.argv[1]).scalars)"
 
 #: Each reader: imports, then the timed read that returns the number of points.
 READERS = {
@@ -90,6 +117,27 @@ def main() -> None:
     for peer in ("tbparse", "EventAccumulator"):
         rows[peer] = _time(peer, path, options.peer_python, None)
     _report(rows, options.repeat)
+    _whole(path, options.peer_python, options.repeat)
+
+
+def _whole(path: Path, peer: str, repeat: int) -> None:
+    """Launch to exit: ``runcompare inspect DIR --json --no-cache`` (median of ``repeat``)
+    against tbparse's shortest script (once: it takes half a minute)."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(Path.home())}
+    ours = [_clock([sys.executable, "-m", "runcompare", "inspect", str(path), "--json",
+                    "--no-cache"], env) for _ in range(repeat)]
+    theirs = _clock([peer, "-c", WHOLE_TBPARSE, str(path)], env)
+    seconds = statistics.median(ours)
+    print(f"\nwhole process, start-up included: runcompare inspect --json --no-cache "
+          f"{seconds:.2f} s (median of {repeat}: {min(ours):.2f}–{max(ours):.2f}), tbparse "
+          f"{theirs:.2f} s: {theirs / seconds:.1f}× (goal ≥ 25×) "
+          f"{'ok' if theirs / seconds >= 25 else 'MISSED'}")
+
+
+def _clock(command: list[str], env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(command, check=True, capture_output=True, env=env)
+    return time.perf_counter() - start
 
 
 def _data(folder: Path, python: str) -> Path:

@@ -29,7 +29,8 @@ class Cli:
         self.runner = CliRunner()
 
     def __call__(self, *args: str | Path):
-        return self.runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
+        return self.runner.invoke(app, [str(a) for a in args], catch_exceptions=False,
+                                  prog_name="runcompare")
 
     def json(self, *args: str | Path):
         result = self(*args, "--json")

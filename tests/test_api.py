@@ -12,10 +12,11 @@ from .conftest import SAMPLES
 
 def test_public_names_are_pinned():
     assert rc.__all__ == [
-        "BatchConfig", "BatchPlan", "Comparison", "CriticalBatch", "Fact", "Finding", "Goodput",
-        "InputError", "MissingInfoError", "NoLogsFoundError", "NoiseScale", "Plan", "RawLog",
-        "Run", "RuncompareError", "UnknownMetricError", "UsageError", "__version__", "compare",
-        "critical_batch", "goodput", "load", "load_many", "noise_scale", "plan", "plan_batch",
+        "BatchConfig", "BatchPlan", "Comparison", "CriticalBatch", "Fact", "Finding", "Findings",
+        "Goodput", "InputError", "MissingInfoError", "NoLogsFoundError", "NoiseScale", "Plan",
+        "RawLog", "Run", "RuncompareError", "UnknownMetricError", "UsageError", "__version__",
+        "compare", "critical_batch", "goodput", "load", "load_many", "noise_scale", "plan",
+        "plan_batch",
     ]
     for name in rc.__all__:
         assert hasattr(rc, name)

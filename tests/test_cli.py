@@ -87,8 +87,11 @@ def test_missing_path(cli, tmp_path):
     _fails(cli(tmp_path / "nope"), 1, "nope: no such file or directory")
 
 
-def test_folder_without_logs_says_what_was_looked_for(cli, tmp_path):
-    _fails(cli("inspect", tmp_path), 1, "no training logs found", "trainer_state.json")
+def test_folder_without_logs_says_where_to_look(cli, tmp_path):
+    _fails(cli("inspect", tmp_path), 1, "no training logs found", "`runcompare formats`")
+    # one source asked for: what it looks for
+    _fails(cli("inspect", tmp_path, "--source", "hf-trainer"), 1,
+           f"{tmp_path}: no hf-trainer logs found (looked for an HF Trainer output dir")
 
 
 def test_tokens_without_sequence_length_names_the_fix(cli):

@@ -95,9 +95,9 @@ def test_smoothing_runs_on_all_points_before_alignment(runs):
 
 def test_findings_frame_and_pandas(runs):
     result = rc.compare(runs, x="step")
-    frame = result.findings
+    frame = result.findings.to_frame()
     assert "global-batch-mismatch" in frame["code"].to_list()
-    assert list(frame.to_pandas().columns) == ["level", "code", "message", "run"]
+    assert list(result.findings.to_pandas().columns) == ["level", "code", "message", "run"]
 
 
 def test_runs_identical_but_for_the_seed_form_a_group_with_bands():

@@ -66,13 +66,21 @@ def test_a_facts_only_format_read_alone_says_it_found_no_points(cli):
     assert result.exit_code == 1 and "only a configuration (axolotl)" in result.stderr
 
 
-def test_the_no_logs_error_lists_each_formats_one_line(cli, tmp_path):
+def test_the_no_logs_error_is_one_short_line_and_formats_lists_each_format(cli, tmp_path):
     (tmp_path / "notes.txt").write_text("nothing to see\n")
     result = cli("inspect", tmp_path)
     assert result.exit_code == 1
+    assert result.stderr == (f"error: {tmp_path}: no training logs found; `runcompare formats` "
+                             "lists what is read and where, --pattern REGEX reads other text "
+                             "logs\n")
+    listing = cli("formats")
+    assert listing.exit_code == 0
+    width = max(len(fmt.name) for fmt in FORMATS)
+    assert listing.stdout.splitlines() == [f"{fmt.name:<{width}}  {fmt.describe}"
+                                           for fmt in FORMATS]
     for fmt in FORMATS:
         assert "\n" not in fmt.describe and "``" not in fmt.describe
-        assert f"{fmt.name}: {fmt.describe}" in result.stderr
+    assert cli.json("formats")[0] == {"name": "hf-trainer", "describe": FORMATS[0].describe}
 
 
 def test_the_readme_names_every_format():

@@ -256,7 +256,7 @@ def test_megatrons_memory_report_is_no_train_line(tmp_path):
 
 def test_a_megatron_line_cut_before_its_end_gives_no_value(tmp_path):
     text = (DATA / "text" / "megatron_ramp" / "train.log").read_text()
-    last = [m for m in re.finditer(r"lm loss: [\d.E+-]+", text)][-1]
+    last = list(re.finditer(r"lm loss: [\d.E+-]+", text))[-1]
     log = tmp_path / "train.log"
     log.write_text(text[:last.start() + len("lm loss: 8.")] + "\n")
     raw = REGISTRY["megatron"].read_at(log)

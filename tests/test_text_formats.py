@@ -96,7 +96,7 @@ def test_seed_trainer_steps_and_the_micro_step_bar():
     loss = raw.scalars.filter(metric="train/loss")
     assert loss.get_column("step").to_list() == list(range(5, 41, 5))
     assert raw.scalars.filter(metric="train/epoch").get_column("value")[-1] == 0.5
-    assert {m for m in raw.scalars.get_column("metric")} == {
+    assert set(raw.scalars.get_column("metric")) == {
         "train/loss", "train/epoch", "train/tflops", "train/mfu"}
     assert raw.facts["grad_accum"].value == 4 and raw.facts["grad_accum"].kind == "inferred"
     assert raw.facts["max_steps"].value == 40

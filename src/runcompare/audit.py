@@ -12,6 +12,8 @@ Each finding has a stable code, says what it means for the conclusion and how to
 - ``loss-normalisation-changed``  transformers before 4.46 (the October 2024 gradient-accumulation
                              loss fix) with accumulation > 1: its loss is not comparable.
 - ``different-eval-cadence`` eval metrics measured at different points of the axis.
+- ``axis-fallback``          (info) no ``--x`` was given and some run lacks tokens: which runs,
+                             and the fact that would give them.
 - ``axis-question``          (info) which question the compared axis answers: tokens and
                              samples data efficiency, FLOPs compute efficiency, device-hours
                              and wall-clock the cost on this hardware.
@@ -55,6 +57,25 @@ def propose_axis(runs: Sequence[Run]) -> str:
         if all(r.scalars.get_column(axis).null_count() < r.scalars.height for r in runs):
             return axis
     return "step"
+
+
+def axis_fallback(runs: Sequence[Run], proposed: str) -> list[Finding]:
+    """The one line that says the fair axis fell back from tokens, and which runs made it
+    (``axis-fallback``, info): for a comparison whose axis was not given."""
+    if proposed == "tokens" or not runs:
+        return []
+    lacking = [r.name for r in runs if r.scalars.get_column("tokens").null_count()
+               == r.scalars.height]
+    if proposed == "step":
+        lacking = [r.name for r in runs if r.scalars.get_column("samples").null_count()
+                   == r.scalars.height] or lacking
+        why = f"no global batch (--set {lacking[0]}:global_batch=N)"
+    else:
+        why = f"no sequence length (--set {lacking[0]}:seq_len=N)"
+    names = ", ".join(lacking)
+    return [Finding("info", "axis-fallback",
+                    f"compared on {proposed}, not tokens: {names} "
+                    f"{'has' if len(lacking) == 1 else 'have'} {why}")]
 
 
 def audit(runs: Sequence[Run], *, x: str) -> list[Finding]:

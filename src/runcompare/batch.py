@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .errors import InputError, MissingInfoError
-from .model import Finding
+from .model import Finding, Findings
 
 __all__ = ["BatchPlan", "plan_batch"]
 
@@ -35,7 +35,10 @@ class BatchPlan:
     micro_steps: int | None
     total_samples: int | None
     total_tokens: int | None
-    findings: list[Finding] = field(default_factory=list)
+    findings: Findings = field(default_factory=Findings)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "findings", Findings(self.findings))
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -94,7 +97,7 @@ def plan_batch(*, per_device_batch: int, world_size: int | None = None,
         total_samples=None if max_steps is None else max_steps * total,
         total_tokens=None if max_steps is None or tokens_per_step is None
         else max_steps * tokens_per_step,
-        findings=findings)
+        findings=Findings(findings))
 
 
 def _world_size(world_size: int | None, nodes: int | None, devices_per_node: int | None,

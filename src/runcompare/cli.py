@@ -1,5 +1,13 @@
 """The command line: parse arguments, make one library call, print. ``compare`` is the default
-command, so ``runcompare mamba/ attn/ --x tokens`` works."""
+command, so ``runcompare mamba/ attn/ --x tokens`` works.
+
+Each command is one function below under ``@command()`` (help in the project's words, library
+errors as one ``error:`` line and their exit code), its options from the shared ``Annotated`` types,
+its library imports inside the body (``--help``, ``--version`` and ``batch`` load no polars,
+plotly, pyarrow or tensorboard; ``tests/test_startup.py`` holds the rule). Results go to
+stdout; notes about what was done (a report written, an axis chosen) go to stderr, and
+``-q`` silences them, so ``--json`` prints nothing on stdout but the JSON.
+"""
 
 from __future__ import annotations
 
@@ -9,88 +17,150 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-from typer.core import TyperGroup
+from typer.core import TyperArgument, TyperCommand, TyperGroup
 
-from .analysis import compare as compare_runs
-from .analysis.groups import parse_groups
-from .batch import plan_batch
-from .display import terminal_text
+from .display import did_you_mean, terminal_text
 from .errors import RuncompareError
-from .export import TB_STEP_UNITS
-from .export import export as export_runs
-from .load import load_many
-from .model import Run
-from .report import (
-    default_report_path,
-    print_comparison,
-    print_plan,
-    print_run,
-    write_figures,
-    write_report,
-)
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from .model import Run
 
 __all__ = ["app", "main"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+_GROUP_OPTIONS = ("--help", "-h", "--version", "-V")
 
 
 class DefaultCommandGroup(TyperGroup):
-    """Routes a first word that is not a command (a run path, an option) to ``compare``."""
+    """Routes a first word that is not a command (a run path, an option) to ``compare``; a
+    word that is no path on disk but close to a command's name is a usage error that
+    suggests it."""
 
     default = "compare"
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+        if args and args[0] not in self.commands and args[0] not in _GROUP_OPTIONS:
+            word = args[0]
+            hint = did_you_mean(word, self.commands)
+            if hint and not word.startswith("-") and not Path(word).exists():
+                typer.echo(terminal_text(f"error: {word!r} is neither a command nor a path; "
+                                         f"{hint}(runcompare -h lists the commands)"), err=True)
+                raise typer.Exit(2)
             args = [self.default, *args]
         return super().parse_args(ctx, args)
 
 
+class _Argument(TyperArgument):
+    """An argument shown by its metavar alone (``RUN...``), not with its Python type."""
+
+    def display_type_rich(self, ctx: Any) -> str | None:  # typer 0.29's help record
+        return None
+
+    def get_usage_pieces(self, ctx: Any) -> list[str]:
+        return [self.metavar] if self.metavar else super().get_usage_pieces(ctx)
+
+
+class _Command(TyperCommand):
+    """A command whose arguments are shown as :class:`_Argument`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            if isinstance(param, TyperArgument) and param.metavar:
+                param.__class__ = _Argument
+
+
 app = typer.Typer(cls=DefaultCommandGroup, no_args_is_help=True, add_completion=False,
-                  rich_markup_mode=None,
+                  rich_markup_mode=None, context_settings={"help_option_names": ["-h", "--help"]},
                   help="Compare ML training runs from their logs on a fair axis.")
 
+Runs = Annotated[list[Path], typer.Argument(metavar="RUN...", help="Run folders or log files.",
+                                            show_default=False)]
 Settings = Annotated[list[str] | None, typer.Option(
     "--set", metavar="[RUN:]KEY=VALUE",
     help="A fact the logs lack, e.g. seq_len=1024 or attn:grad_accum=8.")]
 SourceOpt = Annotated[str | None, typer.Option(
-    "--source", help="Use only this source of a folder that holds several (e.g. hf-trainer).")]
+    "--source", metavar="NAME",
+    help="Use only this source of a folder that holds several (e.g. hf-trainer; "
+    "runcompare formats lists them).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 Duplicates = Annotated[str, typer.Option(
-    "--duplicates", help="Steps a restarted leg logged again: keep-last, keep-first or all.")]
+    "--duplicates", metavar="POLICY",
+    help="Steps a restarted leg logged again: keep-last, keep-first or all.")]
 NoCache = Annotated[bool, typer.Option("--no-cache", help="Reread every file.")]
 PatternOpt = Annotated[str | None, typer.Option(
-    "--pattern", help="A regular expression with named groups (step or iter, and one per "
-    "metric) for text logs no other source reads; implies --source text.")]
+    "--pattern", metavar="REGEX", help="A regular expression with named groups (step or iter, "
+    "and one per metric) for text logs no other source reads; implies --source text.")]
 ConfigOpt = Annotated[Path | None, typer.Option(
-    "--config", help="A training config (e.g. Axolotl YAML) whose facts apply to every run.")]
+    "--config", metavar="FILE",
+    help="A training config (e.g. Axolotl YAML) whose facts apply to every run.")]
+Quiet = Annotated[bool, typer.Option(
+    "-q", "--quiet", help="Print only the result: no progress bar, no notes on stderr.")]
+Verbose = Annotated[bool, typer.Option(
+    "-v", "--verbose", help="Also print the details: every finding, where each axis comes from.")]
+N = Annotated[int | None, typer.Option(metavar="N")]
+
+
+def _version(value: bool) -> None:
+    if value:
+        from ._version import __version__
+
+        typer.echo(f"runcompare {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _group(
+    version: Annotated[bool, typer.Option(
+        "--version", "-V", callback=_version, is_eager=True,
+        help="Print the version and exit.")] = False,
+) -> None:
+    """Compare ML training runs from their logs on a fair axis.
+
+    runcompare RUN... compares runs (the default command); runcompare formats lists the logs
+    it reads.
+    """
 
 
 def _console() -> Console:
-    """Tables on stdout: 100 columns and no colour when it is not a terminal; no rich markup,
-    so a name from a log (``[red]``, ``[/]``) prints as it is."""
+    """Tables on stdout: 100 columns and no colour when it is not a terminal (NO_COLOR is
+    honoured); no rich markup, so a name from a log (``[red]``, ``[/]``) prints as it is."""
+    from rich.console import Console
+
     return Console(highlight=False, markup=False, width=100 if not sys.stdout.isatty() else None)
+
+
+def _note(text: str, quiet: bool) -> None:
+    """A line on stderr about what was done, unless ``-q``."""
+    if not quiet:
+        typer.echo(terminal_text(f"note: {text}"), err=True)
 
 
 def _load(paths: list[Path], source: str | None, settings: list[str] | None,
           duplicates: str, no_cache: bool, config: Path | None,
-          pattern: str | None) -> list[Run]:
+          pattern: str | None, quiet: bool = False) -> list[Run]:
     """The runs the shared reading options describe, with a progress bar on a terminal."""
-    with _reading() as progress:
+    from .load import load_many
+
+    with _reading(quiet) as progress:
         return load_many(paths, source=source, settings=settings or (), duplicates=duplicates,
                          cache=not no_cache, progress=progress, config=config,
                          pattern=pattern)
 
 
 @contextlib.contextmanager
-def _reading() -> Iterator[Callable[[int, int, str], None] | None]:
-    """A progress bar on stderr while runs are read, when stderr is a terminal."""
+def _reading(quiet: bool) -> Iterator[Callable[[int, int, str], None] | None]:
+    """A progress bar on stderr while runs are read, when stderr is a terminal (not ``-q``)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
     console = Console(stderr=True, markup=False, highlight=False)
-    if not console.is_terminal:
+    if quiet or not console.is_terminal:
         yield None
         return
     with Progress(TextColumn("reading {task.description}"), BarColumn(),
@@ -101,6 +171,18 @@ def _reading() -> Iterator[Callable[[int, int, str], None] | None]:
             bar.update(task, completed=done, total=total, description=terminal_text(name))
 
         yield update
+
+
+def command() -> Callable[[F], F]:
+    """``@command()`` makes a function a subcommand named after it: its help as
+    :class:`_Command` shows it, and a library error (or an OS error on a path) is one line
+    on stderr and its exit code (:func:`_errors`)."""
+
+    def register(function: F) -> F:
+        app.command(cls=_Command)(_errors(function))
+        return function
+
+    return register
 
 
 def _errors(command: F) -> F:
@@ -122,26 +204,28 @@ def _errors(command: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-@app.command()
-@_errors
+@command()
 def compare(
-    runs: Annotated[list[Path], typer.Argument(help="Run folders or log files.")],
+    runs: Runs,
     x: Annotated[str | None, typer.Option(
-        "--x", help="Axis: step, micro_step, samples, tokens, epoch, elapsed, flops or "
-        "device_hours (default: tokens, else samples, else step).")] = None,
+        "--x", metavar="AXIS", help="Axis: step, micro_step, samples, tokens, epoch, elapsed, "
+        "flops or device_hours (default: tokens, else samples, else step).")] = None,
     metric: Annotated[list[str] | None, typer.Option(
-        "--metric", help="Metric to compare (repeatable; default: all shared).")] = None,
+        "--metric", metavar="METRIC",
+        help="Metric to compare (repeatable; default: all shared).")] = None,
     settings: Settings = None,
     smooth: Annotated[str | None, typer.Option(
-        "--smooth", help="tb:WEIGHT (TensorBoard's EMA), a half-life in axis units such as "
-        "50M, or a share of the range such as 5%.")] = None,
+        "--smooth", metavar="SPEC", help="tb:WEIGHT (TensorBoard's EMA), a half-life in axis "
+        "units such as 50M, or a share of the range such as 5%.")] = None,
     target: Annotated[float | None, typer.Option(
-        "--target", help="Value of the main metric to reach (default: the worst final).")] = None,
+        "--target", metavar="VALUE",
+        help="Value of the main metric to reach (default: the worst final).")] = None,
     group: Annotated[list[str] | None, typer.Option(
         "--group", metavar="NAME=RUN,RUN", help="Seed group (repeatable; default: runs "
         "identical but for the seed).")] = None,
     output: Annotated[Path | None, typer.Option(
-        "-o", "--output", help="Report path (default reports/<a>_vs_<b>.html).")] = None,
+        "-o", "--output", metavar="FILE",
+        help="Report path (default reports/<a>_vs_<b>.html).")] = None,
     as_json: JsonOpt = False,
     no_report: Annotated[bool, typer.Option("--no-report", help="Write no HTML report.")] = False,
     png: Annotated[bool, typer.Option(
@@ -152,28 +236,52 @@ def compare(
     no_cache: NoCache = False,
     config: ConfigOpt = None,
     pattern: PatternOpt = None,
+    quiet: Quiet = False,
+    verbose: Verbose = False,
 ) -> None:
     """Compare runs: the verdict first, then batch hierarchy, summary, totals, findings; and
     the HTML report."""
-    loaded = _load(runs, source, settings, duplicates, no_cache, config, pattern)
+    from .analysis import compare as compare_runs
+    from .analysis.groups import parse_groups
+    from .report import default_report_path, print_comparison, write_figures, write_report
+
+    loaded = _load(runs, source, settings, duplicates, no_cache, config, pattern, quiet)
     comparison = compare_runs(loaded, x=x, metrics=metric or None, smooth=smooth, target=target,
                               groups=parse_groups(group or (), loaded) or None)
     report_path = output or default_report_path(comparison.runs)
-    report = None if no_report else write_report(comparison, report_path)
-    formats = tuple(f for f, wanted in (("png", png), ("svg", svg)) if wanted)
-    if formats:
-        write_figures(comparison, report_path.with_suffix(""), formats=formats)
+    report = None if no_report else str(write_report(comparison, report_path))
     if as_json:
-        typer.echo(json.dumps(comparison.to_json(report=str(report) if report else None),
-                              indent=2, allow_nan=True))
+        typer.echo(json.dumps(comparison.to_json(report=report), indent=2, allow_nan=True))
+        if report:
+            _note(f"report: {report}", quiet)
+    elif quiet:
+        typer.echo(terminal_text(str(comparison)))
     else:
-        print_comparison(comparison, _console(), report=str(report) if report else None)
+        print_comparison(comparison, _console(), report=report)
+        if verbose:
+            _details(comparison.runs)
+    formats = tuple(f for f, wanted in (("png", png), ("svg", svg)) if wanted)
+    if formats:  # after the summary: a figure format that fails leaves the summary printed
+        drawn = write_figures(comparison, report_path.with_suffix(""), formats=formats)
+        _note(f"figures: {len(drawn)} in {report_path.with_suffix('')}", quiet)
 
 
-@app.command()
-@_errors
+def _details(runs: list[Run]) -> None:
+    """``-v``: each run's own info findings (the summary leaves them to inspect) and where
+    each axis comes from."""
+    from .report.plan_table import print_findings
+
+    console = _console()
+    print_findings(console, [f for run in runs for f in run.findings if f.level == "info"])
+    for run in runs:
+        for axis, origin in run.axis_sources.items():
+            console.print(terminal_text(f"{run.name}: {axis} from {origin}"))
+
+
+@command()
 def inspect(
-    run: Annotated[Path, typer.Argument(help="A run folder or log file.")],
+    run: Annotated[Path, typer.Argument(metavar="RUN", help="A run folder or log file.",
+                                        show_default=False)],
     settings: Settings = None,
     as_json: JsonOpt = False,
     source: SourceOpt = None,
@@ -181,38 +289,55 @@ def inspect(
     no_cache: NoCache = False,
     config: ConfigOpt = None,
     pattern: PatternOpt = None,
+    quiet: Quiet = False,
+    verbose: Verbose = False,
 ) -> None:
     """What was found in a run (each run, for a folder of several): sources, batch hierarchy
     with the source of every number, metrics, findings."""
-    loaded = _load([run], source, settings, duplicates, no_cache, config, pattern)
+    loaded = _load([run], source, settings, duplicates, no_cache, config, pattern, quiet)
     if as_json:
         objects = [r.to_json() for r in loaded]
         typer.echo(json.dumps(objects[0] if len(objects) == 1 else objects, indent=2))
+    elif quiet:
+        for one in loaded:
+            typer.echo(terminal_text(str(one)))
     else:
+        from .report import print_run
+
         for one in loaded:
             print_run(one, _console())
+        if verbose:
+            _details(loaded)
 
 
-@app.command()
-@_errors
+@command()
 def batch(
-    per_device: Annotated[int, typer.Option("--per-device", help="Micro-batch per device.")],
-    grad_accum: Annotated[int | None, typer.Option("--grad-accum")] = None,
+    per_device: Annotated[int, typer.Option("--per-device", metavar="N",
+                                            help="Micro-batch per device.")],
+    grad_accum: Annotated[int | None, typer.Option("--grad-accum", metavar="N")] = None,
     global_batch: Annotated[int | None, typer.Option(
-        "--global-batch", help="Target global batch; accumulation is computed.")] = None,
-    world_size: Annotated[int | None, typer.Option("--world-size")] = None,
-    nodes: Annotated[int | None, typer.Option("--nodes")] = None,
-    devices_per_node: Annotated[int | None, typer.Option("--devices-per-node")] = None,
+        "--global-batch", metavar="N",
+        help="Target global batch; accumulation is computed.")] = None,
+    world_size: Annotated[int | None, typer.Option("--world-size", metavar="N")] = None,
+    nodes: Annotated[int | None, typer.Option("--nodes", metavar="N")] = None,
+    devices_per_node: Annotated[int | None, typer.Option("--devices-per-node",
+                                                         metavar="N")] = None,
     dies_per_device: Annotated[int, typer.Option(
-        "--dies-per-device", help="2 for dual-die cards that PyTorch sees as two devices.")] = 1,
-    tp: Annotated[int, typer.Option("--tp", help="Tensor parallel size.")] = 1,
-    pp: Annotated[int, typer.Option("--pp", help="Pipeline parallel size.")] = 1,
-    cp: Annotated[int, typer.Option("--cp", help="Context parallel size.")] = 1,
-    seq_len: Annotated[int | None, typer.Option("--seq-len")] = None,
-    max_steps: Annotated[int | None, typer.Option("--max-steps")] = None,
+        "--dies-per-device", metavar="N",
+        help="2 for dual-die cards that PyTorch sees as two devices.")] = 1,
+    tp: Annotated[int, typer.Option("--tp", metavar="N", help="Tensor parallel size.")] = 1,
+    pp: Annotated[int, typer.Option("--pp", metavar="N", help="Pipeline parallel size.")] = 1,
+    cp: Annotated[int, typer.Option("--cp", metavar="N", help="Context parallel size.")] = 1,
+    seq_len: Annotated[int | None, typer.Option(
+        "--seq-len", metavar="N", help="Tokens per sequence (default: the --from run's).")] = None,
+    max_steps: Annotated[int | None, typer.Option(
+        "--max-steps", metavar="N", help="Optimizer steps to train (or give --budget).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """The batch hierarchy of a configuration: micro, per-device, global, tokens per step."""
+    from .batch import plan_batch
+    from .report import print_plan
+
     plan = plan_batch(per_device_batch=per_device, grad_accum=grad_accum,
                       global_batch=global_batch, world_size=world_size, nodes=nodes,
                       devices_per_node=devices_per_node, dies_per_device=dies_per_device,
@@ -224,19 +349,18 @@ def batch(
         print_plan(plan, _console())
 
 
-@app.command()
-@_errors
+@command()
 def export(
-    runs: Annotated[list[Path], typer.Argument(help="Run folders or log files.")],
+    runs: Runs,
     output: Annotated[Path, typer.Option(
-        "-o", "--output", help="Destination: a file (csv, jsonl) or a folder (parquet dataset, "
-        "TensorBoard logdir).")],
+        "-o", "--output", metavar="PATH", help="Destination: a file (.csv, .jsonl) or a folder "
+        "(.parquet dataset, TensorBoard logdir).")],
     fmt: Annotated[str | None, typer.Option(
-        "--format", help="parquet, csv, jsonl or tensorboard (default: from the output's "
-        "suffix, else parquet).")] = None,
+        "--format", metavar="FORMAT", help="parquet, csv, jsonl or tensorboard (default: from "
+        "the output's suffix; a folder without one is parquet).")] = None,
     x: Annotated[str | None, typer.Option(
-        "--x", help="TensorBoard step: tokens (default), samples, micro_step, step, flops or "
-        "device_hours (written as device-seconds).")] = None,
+        "--x", metavar="AXIS", help="TensorBoard step: tokens (default), samples, micro_step, "
+        "step, flops or device_hours (written as device-seconds).")] = None,
     force: Annotated[bool, typer.Option(
         "--force", help="Replace an earlier export at the output path.")] = False,
     settings: Settings = None,
@@ -245,32 +369,56 @@ def export(
     no_cache: NoCache = False,
     config: ConfigOpt = None,
     pattern: PatternOpt = None,
+    quiet: Quiet = False,
+    verbose: Verbose = False,
 ) -> None:
     """Write every point of the runs as a parquet dataset, CSV, JSON lines or TensorBoard events."""
-    loaded = _load(runs, source, settings, duplicates, no_cache, config, pattern)
+    from .export import TB_STEP_UNITS
+    from .export import export as export_runs
+
+    loaded = _load(runs, source, settings, duplicates, no_cache, config, pattern, quiet)
     done = export_runs(loaded, output, format=fmt, x=x, force=force)
     unit = f"; each step is {TB_STEP_UNITS[x]}" if x in TB_STEP_UNITS else ""
-    typer.echo(terminal_text(f"wrote {done.points:,} points of {done.runs} run(s) as "
-                             f"{done.format} to {done.path} ({len(done.files)} file(s)){unit}"))
+    if not quiet:
+        typer.echo(terminal_text(f"wrote {done.points:,} points of {done.runs} run(s) as "
+                                 f"{done.format} to {done.path} ({len(done.files)} file(s))"
+                                 f"{unit}"))
+    if verbose:
+        for file in done.files:
+            typer.echo(terminal_text(str(file)))
+
+
+@command()
+def formats(as_json: JsonOpt = False) -> None:
+    """The logs runcompare reads: each source's name (for --source), what it reads and where
+    it looks."""
+    from .sources import FORMATS
+
+    if as_json:
+        typer.echo(json.dumps([{"name": f.name, "describe": f.describe} for f in FORMATS],
+                              indent=2))
+        return
+    width = max(len(f.name) for f in FORMATS)
+    for fmt in FORMATS:
+        typer.echo(f"{fmt.name:<{width}}  {fmt.describe}")
 
 
 HtmlOpt = Annotated[Path | None, typer.Option(
-    "--html", help="Also write the chart(s) as a self-contained HTML page here.")]
+    "--html", metavar="FILE", help="Also write the chart(s) as a self-contained HTML page here.")]
 
 
-@app.command("critical-batch")
-@_errors
+@command()
 def critical_batch(
-    runs: Annotated[list[Path], typer.Argument(help="Runs of one model at several global "
-                                               "batches.")],
+    runs: Annotated[list[Path], typer.Argument(metavar="RUN...", help="Runs of one model at "
+                                               "several global batches.", show_default=False)],
     metric: Annotated[str | None, typer.Option(
-        "--metric", help="Metric to reach (default: eval/loss if every run has it, else "
+        "--metric", metavar="METRIC", help="Metric to reach (default: eval/loss if every run has it, else "
         "train/loss).")] = None,
     target: Annotated[float | None, typer.Option(
-        "--target", help="Value to reach (default: the worst best value, which every run "
+        "--target", metavar="VALUE", help="Value to reach (default: the worst best value, which every run "
         "reaches).")] = None,
     targets: Annotated[list[float] | None, typer.Option(
-        "--targets", help="Targets of the B_crit curve (repeatable; default: five).")] = None,
+        "--targets", metavar="VALUE", help="Targets of the B_crit curve (repeatable; default: five).")] = None,
     html_path: HtmlOpt = None,
     as_json: JsonOpt = False,
     settings: Settings = None,
@@ -295,13 +443,13 @@ def critical_batch(
         print_critical_batch(result, _console())
 
 
-@app.command("noise-scale")
-@_errors
+@command()
 def noise_scale(
-    run_a: Annotated[Path, typer.Argument(help="A run at one global batch.")],
-    run_b: Annotated[Path, typer.Argument(help="The same model at another global batch.")],
+    run_a: Annotated[Path, typer.Argument(metavar="RUN_A", help="A run at one global batch.")],
+    run_b: Annotated[Path, typer.Argument(metavar="RUN_B",
+                                          help="The same model at another global batch.")],
     x: Annotated[str | None, typer.Option(
-        "--x", help="Common axis: tokens or samples (default: tokens if both have it).")] = None,
+        "--x", metavar="AXIS", help="Common axis: tokens or samples (default: tokens if both have it).")] = None,
     html_path: HtmlOpt = None,
     as_json: JsonOpt = False,
     settings: Settings = None,
@@ -327,10 +475,9 @@ def noise_scale(
         print_noise_scale(result, _console())
 
 
-@app.command()
-@_errors
+@command()
 def goodput(
-    runs: Annotated[list[Path], typer.Argument(help="Run folders or log files.")],
+    runs: Runs,
     budget: Annotated[str | None, typer.Option(
         "--budget", metavar="TOKENS", help="Token budget for an ETA, e.g. 100B.")] = None,
     html_path: HtmlOpt = None,
@@ -359,16 +506,18 @@ def goodput(
             print_goodput(result, _console())
 
 
-@app.command()
-@_errors
+@command()
 def plan(
-    global_batch: Annotated[int, typer.Option("--global-batch", help="Target global batch.")],
-    devices: Annotated[int, typer.Option("--devices", help="Devices in the cluster (data "
-                                         "parallel).")],
+    global_batch: Annotated[int, typer.Option("--global-batch", metavar="N",
+                                              help="Target global batch.")],
+    devices: Annotated[int, typer.Option("--devices", metavar="N",
+                                         help="Devices in the cluster (data parallel).")],
     micro_batch: Annotated[int | None, typer.Option(
-        "--micro-batch", help="Micro-batch per device (default: the --from run's).")] = None,
-    seq_len: Annotated[int | None, typer.Option("--seq-len")] = None,
-    max_steps: Annotated[int | None, typer.Option("--max-steps")] = None,
+        "--micro-batch", metavar="N", help="Micro-batch per device (default: the --from run's).")] = None,
+    seq_len: Annotated[int | None, typer.Option(
+        "--seq-len", metavar="N", help="Tokens per sequence (default: the --from run's).")] = None,
+    max_steps: Annotated[int | None, typer.Option(
+        "--max-steps", metavar="N", help="Optimizer steps to train (or give --budget).")] = None,
     budget: Annotated[str | None, typer.Option(
         "--budget", metavar="TOKENS", help="Train on this many tokens, e.g. 100B.")] = None,
     tokens_per_second: Annotated[str | None, typer.Option(
@@ -378,7 +527,7 @@ def plan(
         "--tokens-per-second-per-device", metavar="RATE",
         help="Measured tokens/s of one device.")] = None,
     from_run: Annotated[Path | None, typer.Option(
-        "--from", help="A run whose measured per-device rate and goodput are used.")] = None,
+        "--from", metavar="RUN", help="A run whose measured per-device rate and goodput are used.")] = None,
     as_json: JsonOpt = False,
     settings: Settings = None,
     source: SourceOpt = None,

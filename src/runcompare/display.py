@@ -8,9 +8,9 @@ titles, legends and hover read a small HTML), :func:`terminal_text` for what the
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
-__all__ = ["LISTED", "fmt", "listing", "plotly_text", "terminal_text"]
+__all__ = ["LISTED", "did_you_mean", "fmt", "listing", "plotly_text", "terminal_text"]
 
 #: Items a sentence lists before it says how many more there are (a sweep of 200 runs).
 LISTED = 6
@@ -67,3 +67,31 @@ def terminal_text(text: str) -> str:
     'loss\\x1b[2J\\x0d\\u202eevil'
     """
     return text.translate(_CONTROLS)
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """``"did you mean 'X'? "`` for the choices closest to a mistyped ``word`` (up to three,
+    the closest first; a name's last ``/`` part counts too, so ``loss`` finds ``train/loss``),
+    or ``""`` when none is close. The one "did you mean" of every message: commands, axes,
+    metrics, ``--set`` keys, sources and export formats.
+
+    >>> did_you_mean("toknes", ["step", "samples", "tokens"])
+    "did you mean 'tokens'? "
+    >>> did_you_mean("loss", ["eval/loss", "train/loss", "train/grad_norm"])
+    "did you mean 'eval/loss' or 'train/loss'? "
+    >>> did_you_mean("zzz", ["tokens"])
+    ''
+    """
+    import difflib
+
+    def score(choice: str) -> float:
+        parts = {choice, choice.rsplit("/", 1)[-1]}
+        return max(difflib.SequenceMatcher(None, word.lower(), p.lower()).ratio() for p in parts)
+
+    scored = sorted(((score(c), c) for c in set(choices)), key=lambda sc: (-sc[0], sc[1]))
+    close = [choice for value, choice in scored if value >= 0.75][:3]
+    if not close:
+        return ""
+    names = [repr(c) for c in close]
+    listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+    return f"did you mean {listed}? "

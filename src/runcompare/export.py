@@ -37,10 +37,12 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 from urllib.parse import quote
 
 import polars as pl
 
+from .display import did_you_mean
 from .errors import InputError, MissingInfoError, UsageError
 from .model import SCALAR_SCHEMA, Run
 from .outputs import claim, head
@@ -93,7 +95,7 @@ def export(runs: Sequence[Run], path: str | Path, *, format: str | None = None,
     named = _frames(runs, fmt=fmt, x=axis)
     target = Path(os.path.abspath(out))
     _check_destination(target, fmt, force=force, runs=runs)
-    write = (functools.partial(_write_tensorboard, x=axis) if fmt == "tensorboard"
+    write = (functools.partial(_write_tensorboard, x=cast(str, axis)) if fmt == "tensorboard"
              else _WRITERS[fmt])
     written = _publish(target, lambda staged: write(named, staged))
     return Exported(path=out, format=fmt, files=[out / part for part in written],
@@ -147,9 +149,17 @@ def encode_name(name: str) -> str:
 
 def _format(path: Path, format: str | None) -> str:
     if format is None:
-        return _SUFFIXES.get(path.suffix.lower(), "parquet")
+        suffix = path.suffix.lower()
+        if suffix and suffix not in _SUFFIXES:
+            raise UsageError(f"{path}: unknown export suffix {suffix!r}; "
+                             f"{did_you_mean(suffix, _SUFFIXES)}name the output "
+                             f"{', '.join(list(_SUFFIXES)[:-1])} or {list(_SUFFIXES)[-1]} (a "
+                             "folder without a suffix is parquet), or pass --format "
+                             f"{', '.join(FORMATS[:-1])} or {FORMATS[-1]}")
+        return _SUFFIXES.get(suffix, "parquet")
     if format.lower() not in FORMATS:
-        raise UsageError(f"unknown export format {format!r}; choose one of {', '.join(FORMATS)}")
+        raise UsageError(f"unknown export format {format!r}; {did_you_mean(format, FORMATS)}"
+                         f"choose one of {', '.join(FORMATS)}")
     return format.lower()
 
 

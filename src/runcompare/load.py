@@ -13,7 +13,7 @@ from .axes import axis_sources, normalize
 from .cache import read_cached
 from .errors import InputError, MissingInfoError, NoLogsFoundError, RuncompareError, UsageError
 from .legs import resolve_legs
-from .model import Fact, Finding, Leg, RawLog, Run
+from .model import Fact, Finding, Findings, Leg, RawLog, Run
 from .resolve import merge_facts, parse_settings, read_sidecar, resolve_batch, user_fact
 from .sources import REGISTRY, Format, detect, unreadable
 from .sources.config import config_facts
@@ -22,22 +22,22 @@ __all__ = ["expand", "load", "load_many"]
 
 
 def load(path: str | Path, *, name: str | None = None, source: str | None = None,
-         duplicates: str = "keep-last", cache: bool = True, **facts: Any) -> Run:
-    """Read one run from ``path``; ``facts`` (e.g. ``seq_len=1024``) override what the logs say.
+         settings: Iterable[str] = (), duplicates: str = "keep-last", cache: bool = True,
+         progress: Callable[[int, int, str], None] | None = None,
+         config: str | Path | None = None, pattern: str | None = None, **facts: Any) -> Run:
+    """Read ``path`` as one run (a resumed run's legs, or a folder's sources, together); it
+    takes what :func:`load_many` takes, and ``name``.
 
-    ``duplicates`` says what to do with steps a restarted leg logged again (``keep-last``,
-    ``keep-first``, ``all``); ``cache=False`` rereads every file. ::
+    ``facts`` (e.g. ``seq_len=1024``) override what the logs say. ::
 
         run = load("sample_logs/attn", seq_len=64)
         run.frame(x="tokens").filter(metric="train/loss")
     """
-    user = {key: user_fact(key, value, source="load()") for key, value in facts.items()}
     if name is not None:
-        user["name"] = Fact(name, "load()", "user")
-    path = Path(path)
-    raws, findings = _read_all(detect(path, source=source), path, cache, _hints(path, user))
-    name = (user.get("name") or Fact(None, "")).value or _folder_name(path)
-    return _build(path, name, user, raws, findings, duplicates)
+        facts = {**facts, "name": name}
+    return _load_runs([path], origin="load()", source=source, settings=settings,
+                      duplicates=duplicates, cache=cache, progress=progress, config=config,
+                      pattern=pattern, facts=facts, expand_roots=False)[0]
 
 
 def load_many(paths: Iterable[str | Path], *, source: str | None = None,
@@ -54,14 +54,27 @@ def load_many(paths: Iterable[str | Path], *, source: str | None = None,
     reads plain-text logs no other source knows (``--pattern``; implies ``source="text"``);
     ``progress(done, total, name)`` is called before each run is read.
     """
+    return _load_runs(paths, origin="load_many()", source=source, settings=settings,
+                      duplicates=duplicates, cache=cache, progress=progress, config=config,
+                      pattern=pattern, facts=facts)
+
+
+def _load_runs(paths: Iterable[str | Path], *, origin: str, source: str | None,
+               settings: Iterable[str], duplicates: str, cache: bool,
+               progress: Callable[[int, int, str], None] | None,
+               config: str | Path | None, pattern: str | None,
+               facts: Mapping[str, Any], expand_roots: bool = True) -> list[Run]:
+    """:func:`load_many`; ``origin`` is the source of the facts given as keywords;
+    ``expand_roots=False`` reads each path as one run (:func:`load`)."""
     if pattern is not None and source not in (None, "text"):
         raise UsageError(f"--pattern reads with the text source, not {source!r}")
     per_run = parse_settings(settings)
-    common = {key: user_fact(key, value, source="load_many()") for key, value in facts.items()}
+    common = {key: user_fact(key, value, source=origin) for key, value in facts.items()}
     common.update(per_run.pop(None, {}))
     stated = config_facts(Path(config)) if config is not None else {}
     roots = [root for path in paths for root in (
-        expand(Path(path), source=source) if pattern is None else [_given(Path(path))])]
+        [_given(Path(path))] if pattern is not None else expand(Path(path), source=source)
+        if expand_roots else [(Path(path), _folder_name(Path(path)), False)])]
     shown = _unique([name for _, name, _ in roots], [root for root, _, _ in roots])
     _check_addressed(per_run, [name for _, name, _ in roots], shown)
     staged: list[tuple[Path, str, dict[str, Fact[Any]], list[RawLog], list[Finding]]] = []
@@ -88,7 +101,7 @@ def load_many(paths: Iterable[str | Path], *, source: str | None = None,
     if not staged:
         raise InputError("no run could be read: " + "; ".join(f.message for f in skipped))
     names = _unique([item[1] for item in staged], [item[0] for item in staged])
-    unknown = set(per_run) - {name for _, name, _ in roots} - set(names) - set(shown)
+    unknown = {run for run in per_run if run is not None} - {name for _, name, _ in roots} - set(names) - set(shown)
     if unknown:
         raise UsageError(f"--set names no run called {', '.join(sorted(unknown))}; the runs "
                          f"are {', '.join(names)}")
@@ -153,7 +166,8 @@ def _unique(names: list[str], paths: list[Path]) -> list[str]:
     return out
 
 
-def _check_addressed(per_run: Mapping[str, Any], names: list[str], shown: list[str]) -> None:
+def _check_addressed(per_run: Mapping[str | None, Any], names: list[str],
+                     shown: list[str]) -> None:
     """A ``--set RUN:...`` whose RUN several runs share is refused, naming them as shown."""
     for run in per_run:
         sharing = [unique for name, unique in zip(names, shown) if name == run and unique != run]
@@ -222,7 +236,7 @@ def _build(path: Path, name: str, user: Mapping[str, Fact[Any]], raws: list[RawL
                            *dropped)]
     return Run(name=name, path=path, format=chosen.source, sources=[r.source for r in raws],
                step_unit=chosen.step_unit, batch=batch, scalars=scalars, facts=facts,
-               findings=findings, aliases=chosen.aliases,
+               findings=Findings(findings), aliases=chosen.aliases,
                axis_sources=axis_sources(chosen, batch, facts=facts, wall_times=wall_times),
                legs=legs)
 

@@ -11,12 +11,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
-import polars as pl
-
+from .display import did_you_mean
 from .errors import MissingInfoError, UsageError
 
 if TYPE_CHECKING:
     import pandas
+    import polars as pl
+    from polars._typing import PolarsDataType
+
+    RAW_SCHEMA: dict[str, PolarsDataType]
+    SCALAR_SCHEMA: dict[str, PolarsDataType]
 
 __all__ = [
     "AXES",
@@ -29,6 +33,7 @@ __all__ = [
     "BatchConfig",
     "Fact",
     "Finding",
+    "Findings",
     "Leg",
     "RawLog",
     "Run",
@@ -57,31 +62,45 @@ AXIS_METRICS = {
 #: metrics, and its readers show it as one).
 KEPT_COUNTERS = frozenset({"train/num_tokens"})
 
-#: Columns of ``RawLog.scalars``: one row per logged point, step in the source's unit,
-#: ``leg`` numbers the resumed legs of one run (0 for the first).
-RAW_SCHEMA = {
-    "metric": pl.String,
-    "value": pl.Float64,
-    "step": pl.Int64,
-    "wall_time": pl.Float64,
-    "leg": pl.Int32,
-}
+def _schemas() -> dict[str, dict[str, PolarsDataType]]:
+    """:data:`RAW_SCHEMA` and :data:`SCALAR_SCHEMA`, made when first asked for (module
+    ``__getattr__``), so that this module loads without polars (``runcompare batch``)."""
+    import polars as pl
 
-#: Columns of ``Run.scalars`` (DESIGN.md's data model), in order.
-SCALAR_SCHEMA = {
-    "run": pl.String,
-    "metric": pl.String,
-    "value": pl.Float64,
-    "step": pl.Int64,
-    "micro_step": pl.Int64,
-    "samples": pl.Int64,
-    "tokens": pl.Int64,
-    "epoch": pl.Float64,
-    "wall_time": pl.Float64,
-    "elapsed": pl.Float64,
-    "flops": pl.Float64,
-    "device_hours": pl.Float64,
-}
+    return {
+        #: Columns of ``RawLog.scalars``: one row per logged point, step in the source's unit,
+        #: ``leg`` numbers the resumed legs of one run (0 for the first).
+        "RAW_SCHEMA": {
+            "metric": pl.String,
+            "value": pl.Float64,
+            "step": pl.Int64,
+            "wall_time": pl.Float64,
+            "leg": pl.Int32,
+        },
+        #: Columns of ``Run.scalars`` (DESIGN.md's data model), in order.
+        "SCALAR_SCHEMA": {
+            "run": pl.String,
+            "metric": pl.String,
+            "value": pl.Float64,
+            "step": pl.Int64,
+            "micro_step": pl.Int64,
+            "samples": pl.Int64,
+            "tokens": pl.Int64,
+            "epoch": pl.Float64,
+            "wall_time": pl.Float64,
+            "elapsed": pl.Float64,
+            "flops": pl.Float64,
+            "device_hours": pl.Float64,
+        },
+    }
+
+
+if not TYPE_CHECKING:
+    def __getattr__(name: str) -> Any:
+        if name not in ("RAW_SCHEMA", "SCALAR_SCHEMA"):
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        globals().update(_schemas())
+        return globals()[name]
 
 
 @dataclass(frozen=True)
@@ -114,6 +133,27 @@ class Finding:
 
     def to_json(self) -> dict[str, str]:
         return {"level": self.level, "code": self.code, "message": self.message}
+
+
+class Findings(list[Finding]):
+    """The findings of a run, a batch plan or a comparison: a list of :class:`Finding`, and
+    the same as a frame (``level``, ``code``, ``message``, ``run``; null ``run`` for findings
+    about a comparison as a whole)."""
+
+    def to_frame(self) -> pl.DataFrame:
+        """A polars frame, one row per finding."""
+        import polars as pl
+
+        return pl.DataFrame([(f.level, f.code, f.message, f.run) for f in self],
+                            schema={"level": pl.String, "code": pl.String,
+                                    "message": pl.String, "run": pl.String}, orient="row")
+
+    def to_pandas(self) -> pandas.DataFrame:
+        """:meth:`to_frame` as a pandas DataFrame."""
+        return self.to_frame().to_pandas()
+
+    def __repr__(self) -> str:
+        return f"Findings({list.__repr__(self)})"
 
 
 @dataclass(frozen=True)
@@ -221,13 +261,39 @@ class Run:
     batch: BatchConfig
     scalars: pl.DataFrame
     facts: dict[str, Fact[Any]] = field(default_factory=dict)
-    findings: list[Finding] = field(default_factory=list)
+    findings: Findings = field(default_factory=Findings)
     aliases: dict[str, str] = field(default_factory=dict)
     #: axis column -> where its values come from ("logged counter ...", "schedule: ...").
     axis_sources: dict[str, str] = field(default_factory=dict)
     #: The legs (restarts) a source with wall times tells apart, in time order; empty when no
     #: source logged wall times.
     legs: tuple[Leg, ...] = ()
+
+    def __post_init__(self) -> None:
+        self.findings = Findings(self.findings)
+
+    def __str__(self) -> str:
+        """One line: name, format, steps, points, global batch and tokens per step (what
+        ``runcompare inspect -q`` prints)."""
+        return f"{self.name} {self._sizes()}"
+
+    def __repr__(self) -> str:
+        return f"<Run {self.name!r} {self._sizes()}>"
+
+    def _sizes(self) -> str:
+        batch = self.batch
+        return (f"({self.format}): {self.optimizer_steps:,} optimizer steps, "
+                f"{self.scalars.height:,} points of {len(self.metrics)} metrics, global batch "
+                f"{_number(batch.global_batch.value)}, "
+                f"{_number(batch.tokens_per_step.value)} tokens/step, "
+                f"{len(self.findings)} findings")
+
+    def _repr_html_(self) -> str:
+        """The notebook view: the batch hierarchy with the source of every number, metrics
+        and findings (:mod:`runcompare.report.notebook`)."""
+        from .report.notebook import run_html
+
+        return run_html(self)
 
     @property
     def metrics(self) -> list[str]:
@@ -238,7 +304,7 @@ class Run:
         """The last optimizer step the run reached."""
         logged = self.scalars.get_column("step").max()
         recorded = self.facts.get("global_step", UNKNOWN).value
-        return max(int(logged or 0), int(recorded or 0))
+        return max(int(logged or 0), int(recorded or 0))  # type: ignore[arg-type]
 
     @property
     def micro_steps(self) -> int | None:
@@ -267,12 +333,18 @@ class Run:
 
         Raises :class:`MissingInfoError` when the axis cannot be computed for this run.
         """
+        import polars as pl
+
         require_axis(self, x)
         return self.scalars.with_columns(pl.col(x).cast(pl.Float64).alias("x"))
 
     def to_pandas(self, x: str = "step") -> pandas.DataFrame:
         """:meth:`frame` as a pandas DataFrame (nullable columns keep their nulls)."""
         return self.frame(x).to_pandas()
+
+
+def _number(value: int | None) -> str:
+    return "unknown" if value is None else f"{value:,}"
 
 
 #: What supplies each axis, for the error a user sees when one is missing.
@@ -296,7 +368,8 @@ _AXIS_FIX = {
 def require_axis(run: Run, x: str) -> None:
     """Raise :class:`MissingInfoError` saying how to supply ``x`` if no point of ``run`` has it."""
     if x not in AXES:
-        raise UsageError(f"unknown axis {x!r}; choose one of {', '.join(AXES)}")
+        raise UsageError(f"unknown axis {x!r}; {did_you_mean(x, AXES)}choose one of "
+                         f"{', '.join(AXES)}")
     if x == "step" or run.scalars.is_empty():
         return
     if run.scalars.get_column(x).null_count() == run.scalars.height:

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from .display import did_you_mean
 from .errors import InputError, UsageError
 from .model import FACT_KINDS, UNKNOWN, BatchConfig, Fact, Finding
 from .sources.config import FACT_FIELDS, facts_from_config
@@ -208,7 +209,8 @@ def parse_settings(settings: Iterable[str], *,
 def user_fact(key: str, value: Any, *, source: str) -> Fact[Any]:
     """A fact the user stated; raises :class:`UsageError` for an unknown key or a bad value."""
     if key not in FACT_FIELDS:
-        raise UsageError(f"{source}: unknown key {key!r}; known keys: {', '.join(FACT_FIELDS)}")
+        raise UsageError(f"{source}: unknown key {key!r}; {did_you_mean(key, FACT_FIELDS)}"
+                         f"known keys: {', '.join(FACT_FIELDS)}")
     if key in ("step_metric", "name"):
         return Fact(str(value), source, "user")
     parsed = facts_from_config({key: value}, where=source, kind="user").get(key)

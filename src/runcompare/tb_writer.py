@@ -19,15 +19,16 @@ from __future__ import annotations
 import math
 import struct
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 import polars as pl
-from google.protobuf.message import DecodeError
-from tensorboard.compat.proto.event_pb2 import Event, SourceMetadata
-from tensorboard.compat.proto.summary_pb2 import Summary
 
 from .outputs import head
 from .sources.codecs.crc import masked_crc32c
+
+if TYPE_CHECKING:  # the protos are imported where an event is made: other exports skip them
+    from tensorboard.compat.proto.event_pb2 import Event
 
 __all__ = ["TB_AXES", "TB_STEP_UNITS", "WRITER", "run_folder", "whole_steps", "write_events",
            "written_here"]
@@ -135,6 +136,9 @@ def written_here(path: Path) -> bool:
         return False
     (length,) = struct.unpack("<Q", start[:8])
     record = head(path, 12 + length)[12:] if length < 4096 else b""
+    from google.protobuf.message import DecodeError
+    from tensorboard.compat.proto.event_pb2 import Event
+
     try:
         event = Event.FromString(record)
     except DecodeError:
@@ -144,11 +148,16 @@ def written_here(path: Path) -> bool:
 
 def _header(wall_time: float) -> Event:
     """The first record of every event file: the format version TensorBoard checks."""
+    from tensorboard.compat.proto.event_pb2 import Event, SourceMetadata
+
     return Event(wall_time=wall_time, file_version="brain.Event:2",
                  source_metadata=SourceMetadata(writer=WRITER))
 
 
 def _event(step: int, wall_time: float, tags: list[str], values: list[float]) -> Event:
+    from tensorboard.compat.proto.event_pb2 import Event
+    from tensorboard.compat.proto.summary_pb2 import Summary
+
     summary = Summary(value=[Summary.Value(tag=tag, simple_value=value)
                              for tag, value in zip(tags, values)])
     return Event(wall_time=wall_time, step=step, summary=summary)

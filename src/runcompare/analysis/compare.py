@@ -5,19 +5,24 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from ..audit import audit, propose_axis
-from ..errors import InputError
-from ..model import Finding, Run, require_axis
+from ..audit import audit, axis_fallback, propose_axis
+from ..display import did_you_mean
+from ..errors import InputError, UnknownMetricError
+from ..model import Finding, Findings, Run, require_axis
 from .align import aggregate, align
 from .groups import auto_groups
 from .kinds import QUALITY, TOTAL, metric_kinds
 from .smooth import Smoothing, parse_smoothing
 from .summary import check_metrics, main_metric, shared_metrics, summarize, throughput, totals
 from .verdict import Verdict, decide
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 __all__ = ["Comparison", "compare"]
 
@@ -60,12 +65,45 @@ class Comparison:
     def __str__(self) -> str:
         return self.verdict.text if self.verdict is not None else ""
 
+    def __repr__(self) -> str:
+        """One line: the runs, the axis, the call on the main metric, the sizes."""
+        call = self.verdict.call if self.verdict is not None else "no verdict"
+        names = ", ".join(run.name for run in self.runs)
+        return (f"<Comparison of {names} on {self.x}: {call} on {self.main}; "
+                f"{len(self.metrics)} metrics, {len(self.finding_list)} findings>")
+
+    def _repr_html_(self) -> str:
+        """The notebook view: the verdict, the hierarchy, the summary, the findings
+        (:mod:`runcompare.report.notebook`)."""
+        from ..report.notebook import comparison_html
+
+        return comparison_html(self)
+
     @property
-    def findings(self) -> pl.DataFrame:
-        """level, code, message, run (null for findings about the comparison as a whole)."""
-        return pl.DataFrame([(f.level, f.code, f.message, f.run) for f in self.finding_list],
-                            schema={"level": pl.String, "code": pl.String,
-                                    "message": pl.String, "run": pl.String}, orient="row")
+    def findings(self) -> Findings:
+        """The audit's and every run's findings (``.to_frame()``: level, code, message, run;
+        run null for findings about the comparison as a whole)."""
+        return Findings(self.finding_list)
+
+    def figure(self, metric: str | None = None) -> go.Figure:
+        """One drawn metric (default: the main one) as a plotly Figure, as the report and
+        ``--png`` draw it: per run the values as logged (faint) and smoothed (bold)."""
+        import plotly.graph_objects as go
+
+        from ..report.static import figure
+
+        chosen = metric or self.main or (self.metrics[0] if self.metrics else None)
+        if chosen is None or chosen not in self.metrics:
+            raise UnknownMetricError(f"{chosen!r} is not drawn in this comparison; "
+                                     f"{did_you_mean(chosen or '', self.metrics)}drawn: "
+                                     f"{', '.join(self.metrics) or 'none'}")
+        return go.Figure(figure(self, chosen))
+
+    def write_report(self, path: str | Path) -> Path:
+        """Write the HTML report (``runcompare RUN... -o PATH``) and return its path."""
+        from ..report.html import write_report
+
+        return write_report(self, Path(path))
 
     def to_json(self, *, report: str | None = None) -> dict[str, Any]:
         """The object ``runcompare RUN... --json`` prints (DESIGN.md's contract); ``report``
@@ -112,7 +150,7 @@ def compare(runs: Sequence[Run], *, x: str | None = None, metrics: Sequence[str]
     aligned = align(runs, x=axis, metrics=curves, smoothing=smoothing)
     grouping = {k: list(v) for k, v in groups.items()} if groups else auto_groups(runs)
     own = [f for run in runs for f in run.findings]
-    findings = audit(runs, x=axis) + own
+    findings = (axis_fallback(runs, proposed) if x is None else []) + audit(runs, x=axis) + own
     summary = summarize(runs, x=axis, metrics=curves, target=target, main=main, kinds=kinds,
                         curve=curve)
     verdict = decide(runs, x=axis, metric=main, target=target, groups=grouping,
@@ -136,7 +174,7 @@ def _ordered(metrics: Sequence[str], main: str | None, kinds: Mapping[str, str])
     """The main metric, then the other quality metrics, then the diagnostics (each in the
     given order)."""
     rest = [m for m in metrics if m != main]
-    head = [main] if main in metrics else []
+    head = [main] if main is not None and main in metrics else []
     return head + [m for m in rest if kinds[m] == QUALITY] + [m for m in rest
                                                              if kinds[m] != QUALITY]
 

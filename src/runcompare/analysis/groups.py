@@ -46,7 +46,7 @@ def auto_groups(runs: Sequence[Run]) -> dict[str, list[str]]:
             continue
         key = tuple(sorted((k, f.value) for k, f in run.facts.items() if k not in _IGNORED))
         buckets.setdefault(key, []).append(run)
-    groups = {}
+    groups: dict[str, list[str]] = {}
     for members in buckets.values():
         seeds = {m.facts["seed"].value for m in members}
         if len(members) >= 2 and len(seeds) == len(members):

@@ -100,14 +100,16 @@ def noise_scale(a: Run, b: Run, *, x: str | None = None) -> NoiseScale:
                          f"{_batch(a)}; the noise scale needs two different batches")
     frames = [series(run, GRAD_NORM, axis).filter(pl.col("value").is_finite())
               for run in (small, big)]
-    low = max(f.get_column("x").min() for f in frames)  # type: ignore[type-var]
-    high = min(f.get_column("x").max() for f in frames)  # type: ignore[type-var]
-    if not low < high:  # type: ignore[operator]
+    low = max(float(f.get_column("x").cast(pl.Float64).min() or 0.0)  # type: ignore[arg-type]
+              for f in frames) if all(f.height for f in frames) else 0.0
+    high = min(float(f.get_column("x").cast(pl.Float64).max() or 0.0)  # type: ignore[arg-type]
+               for f in frames) if all(f.height for f in frames) else 0.0
+    if not low < high:
         raise InputError(f"runs {small.name!r} and {big.name!r} logged grad norms on no common "
                          f"stretch of the {axis} axis")
     grid = np.unique(np.concatenate([f.get_column("x").to_numpy() for f in frames]))
-    grid = grid[(grid >= low) & (grid <= high)]  # type: ignore[operator]
-    smoothing = Smoothing("x", _HALF_LIFE * float(high - low))  # type: ignore[operator]
+    grid = grid[(grid >= low) & (grid <= high)]
+    smoothing = Smoothing("x", _HALF_LIFE * (high - low))
     g2 = [_squared(f, smoothing, grid) for f in frames]
     bs, bb = _batch(small), _batch(big)
     grad_sq, trace = estimate(bs, bb, g2[0], g2[1])

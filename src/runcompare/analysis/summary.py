@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import polars as pl
 
+from ..display import did_you_mean
 from ..errors import UnknownMetricError
 from ..model import Run, require_axis
 from .crossing import at_position, crossing, value_at
@@ -74,7 +75,8 @@ def check_metrics(runs: Sequence[Run], metrics: Sequence[str]) -> None:
     available = sorted({m for run in runs for m in run.metrics})
     for metric in metrics:
         if metric not in available:
-            raise UnknownMetricError(f"no run logged metric {metric!r}; available: "
+            raise UnknownMetricError(f"no run logged metric {metric!r}; "
+                                     f"{did_you_mean(metric, available)}available: "
                                      f"{', '.join(available)}")
 
 

@@ -33,7 +33,7 @@ from ..errors import MissingInfoError
 from ..outputs import claim, head, write_atomic
 from .charts import AXIS_LABELS, FEW_POINTS, PALETTE, axis_values, chart, drawing_smoothing
 
-__all__ = ["FORMATS", "is_figure", "write_figures"]
+__all__ = ["FORMATS", "figure", "is_figure", "write_figures"]
 
 FORMATS = ("png", "svg")
 _SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -64,6 +64,12 @@ def write_figures(comparison: Comparison, folder: Path, *,
             figures[path] = figure
     _draw(figures)
     return list(figures)
+
+
+def figure(comparison: Comparison, metric: str) -> dict[str, Any]:
+    """The plotly figure dict of one drawn metric, as ``write_figures`` draws it (raw faint,
+    smoothed bold, long traces downsampled with their extremes kept)."""
+    return _figure(comparison, chart(comparison, metric, drawing_smoothing(comparison)))
 
 
 def _draw(figures: dict[Path, dict[str, Any]]) -> None:

@@ -4,6 +4,7 @@ name and message from a log goes through :func:`~runcompare.display.terminal_tex
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, Literal
 
 from rich.console import Console
 from rich.table import Table
@@ -11,9 +12,10 @@ from rich.text import Text
 
 from ..analysis import Comparison
 from ..analysis.kinds import QUALITY
-from ..batch import BatchPlan
 from ..display import fmt, terminal_text
-from ..model import Fact, Finding, Run
+from ..model import Fact, Run
+from .plan_table import print_findings as _findings
+from .plan_table import print_plan
 
 __all__ = ["fmt", "print_comparison", "print_plan", "print_run"]
 
@@ -40,11 +42,11 @@ def _derived(value: int | None, source: str) -> Fact[int]:
 
 def _total(run: Run, axis: str) -> Fact[int]:
     source = run.axis_sources.get(axis, "not found")
-    kind = "logged" if source.startswith("logged") else "inferred"
+    kind: Literal["logged", "inferred"] = "logged" if source.startswith("logged") else "inferred"
     return Fact(run.total(axis), source.replace("schedule", "derived"), kind)
 
 
-def origin(fact: Fact[object]) -> str:
+def origin(fact: Fact[Any]) -> str:
     """A one-word origin of a fact for narrow tables: set, config, logged, derived, inferred.
 
     >>> origin(Fact(2, "derived: global_batch ÷ (per_device_batch × grad_accum)", "inferred"))
@@ -87,14 +89,6 @@ def sources_table(run: Run) -> Table:
         fact = get(run)
         table.add_row(label, fmt(fact.value), terminal_text(fact.source))
     return table
-
-
-def _findings(console: Console, findings: Sequence[Finding]) -> None:
-    styles = {"error": "bold red", "warning": "yellow", "info": "dim"}
-    for finding in findings:
-        where = f"{finding.run}: " if finding.run else ""
-        console.print(Text(terminal_text(f"{finding.level} [{finding.code}] {where}"
-                                         f"{finding.message}"), style=styles[finding.level]))
 
 
 def print_run(run: Run, console: Console) -> None:
@@ -195,27 +189,3 @@ def throughput_table(comparison: Comparison) -> Table:
     for row in comparison.throughput.iter_rows(named=True):
         table.add_row(terminal_text(row["run"]), *(fmt(row[k]) for k in list(columns)[1:]))
     return table
-
-
-def print_plan(plan: BatchPlan, console: Console) -> None:
-    """What ``runcompare batch`` shows: the four levels, then the run's totals."""
-    table = Table(title="Batch hierarchy", title_justify="left")
-    table.add_column("level")
-    table.add_column("value", justify="right")
-    table.add_column("arithmetic", style="dim")
-    rows = (
-        ("micro-batch", plan.per_device_batch, "sequences per forward pass per device"),
-        ("per-device batch", plan.per_device_batch * plan.grad_accum,
-         f"{plan.per_device_batch} × accumulation {plan.grad_accum}"),
-        ("global batch", plan.global_batch,
-         f"× data parallel {plan.data_parallel} (world {plan.world_size})"),
-        ("tokens per step", plan.tokens_per_step, f"× sequence length {fmt(plan.seq_len)}"),
-        ("optimizer steps", plan.max_steps, ""),
-        ("micro-steps", plan.micro_steps, f"optimizer steps × {plan.grad_accum}"),
-        ("total samples", plan.total_samples, "optimizer steps × global batch"),
-        ("total tokens", plan.total_tokens, "optimizer steps × tokens per step"),
-    )
-    for label, value, how in rows:
-        table.add_row(label, fmt(value), how)
-    console.print(table)
-    _findings(console, plan.findings)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..display import did_you_mean
 from ..errors import InputError, NoLogsFoundError, UsageError
 from .codecs.files import LFS_POINTER, lfs_message, passed_over
 from .format import Format, settle_claims
@@ -74,17 +75,22 @@ def detect(path: Path, *, source: str | None = None) -> dict[str, Format]:
         raise InputError(f"{path}: not a regular file or folder (a FIFO, socket or device, "
                          "which would never end); point runcompare at a log file or a run folder")
     if source is not None and source not in REGISTRY:
-        raise UsageError(f"unknown source {source!r}; choose one of {', '.join(REGISTRY)}")
+        raise UsageError(f"unknown source {source!r}; {did_you_mean(source, REGISTRY)}choose one "
+                         f"of {', '.join(REGISTRY)} (runcompare formats lists them)")
     names = [source] if source else list(REGISTRY)
     found = {name: REGISTRY[name] for name in names if REGISTRY[name].finds(path)}
     if not found:
         pointer = _lfs_pointer(path)
         if pointer is not None:
             raise InputError(pointer)
-        looked_for = "; ".join(f"{name}: {REGISTRY[name].describe}" for name in names)
         unread = unreadable(path)
-        raise NoLogsFoundError(f"{path}: no training logs found (looked for {looked_for})"
-                               + (f"; {unread}" if unread else ""))
+        if source:
+            raise NoLogsFoundError(f"{path}: no {source} logs found (looked for "
+                                   f"{REGISTRY[source].describe})" + (f"; {unread}" if unread else ""))
+        raise NoLogsFoundError(f"{path}: no training logs found"
+                               + (f"; {unread}" if unread else "")
+                               + "; `runcompare formats` lists what is read and where, "
+                               "--pattern REGEX reads other text logs")
     return _one_reader_per_file(found, path)
 
 

@@ -14,7 +14,7 @@ import numpy as np
 try:
     import google_crc32c
 except ImportError:  # pragma: no cover - exercised by tests that hide the wheel
-    google_crc32c = None
+    google_crc32c = None  # type: ignore[assignment]
 
 __all__ = ["fast", "mask", "mask_array", "masked_crc32c", "masked_rows", "span_crcs", "unmask",
            "value"]

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
 
 from .files import Buffer
 
@@ -81,6 +80,8 @@ def _from_views(blob: Buffer, at: np.ndarray, size: np.ndarray, views: np.ndarra
                 ascii_: bool) -> pl.Series:
     """A String series of Arrow views into ``blob``: as strings when the texts are known to
     be ASCII, else as binary that polars checks for UTF-8 (per-text decode if invalid)."""
+    import pyarrow as pa  # here, not at import: only W&B histories need it
+
     kind = pa.string_view() if ascii_ else pa.binary_view()
     array = pa.Array.from_buffers(kind, len(at), [None, pa.py_buffer(views), pa.py_buffer(blob)])
     try:

@@ -80,7 +80,8 @@ def decode(data: bytes, plugins: dict[str, str] | None = None) -> EventFile:
     out = EventFile(pl.DataFrame(schema=_SCALARS))
     out.damage = [(d.offset, d.reason) for d in frames.damage]
     out.events = int(frames.starts.size)
-    parts, bad_count, first_bad = [], 0, None
+    parts: list[Any] = []
+    bad_count, first_bad = 0, None
     for lo in range(0, frames.starts.size, CHUNK):
         starts = frames.starts[lo:lo + CHUNK]
         bad = _decode_chunk(buf, starts, frames.lengths[lo:lo + CHUNK], lo, plugins, out, parts)
