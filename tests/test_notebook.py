@@ -48,10 +48,12 @@ def test_the_notebook_shows_html_views_and_a_figure(tmp_path, monkeypatch):
     assert view.index(html_text(str(comparison))) < view.index("batch hierarchy")
     assert "<th>tokens to target</th>" in view and "eval/loss" in view
     assert isinstance(figure, go.Figure)
-    assert figure.layout.title.text == "eval/loss"
+    assert figure.layout.title.text == "eval/loss against tokens"  # the axis drawn, named
     drawn = {trace.name for trace in figure.data}
-    assert drawn == {"mamba", "attn"} and len(figure.data) == 4  # raw faint + smoothed each
-    raw = next(t for t in figure.data if t.name == "attn" and t.opacity == 0.3)
+    # four evaluations a run: each drawn as logged, with markers (no smoothed copy of so few)
+    assert drawn == {"mamba", "attn"} and len(figure.data) == 2
+    raw = next(t for t in figure.data if t.name == "attn")
+    assert "markers" in raw.mode
     evals = attn.frame(x="tokens").filter(metric="eval/loss").sort("x")
     assert list(raw.x) == evals["x"].to_list()
     assert list(raw.y) == pytest.approx(evals["value"].to_list(), rel=1e-6)  # as the report draws

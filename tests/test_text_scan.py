@@ -202,3 +202,67 @@ def test_the_benchmark_hf_stdout_reads_the_same(tmp_path, monkeypatch):
     native, pure, scanned = _both(hf_stdout.read, log, monkeypatch, chunk=64 << 10)
     _same(native, pure)
     assert native.points == total // 10 * 4 and scanned == total // 10
+
+
+def _mutated(data: bytes, rng) -> bytes:
+    """``data`` with one kind of damage: a cut, flipped bits, a zeroed stretch, non-UTF-8 or
+    garbage bytes at a line's end, or a line duplicated."""
+    at = rng.randrange(1, len(data))
+    kind = rng.randrange(6)
+    if kind == 0:
+        return data[:at]
+    if kind == 1:
+        out = bytearray(data)
+        for _ in range(4):
+            spot = rng.randrange(len(out))
+            out[spot] ^= 1 << rng.randrange(8)
+        return bytes(out)
+    if kind == 2:
+        return data[:at] + bytes(min(64, len(data) - at)) + data[at + 64:]
+    end = data.find(b"\n", at)
+    end = len(data) if end < 0 else end
+    if kind == 3:
+        return data[:end] + b" \xff\xfe\xe2\x82" + data[end:]
+    if kind == 4:
+        return data[:end] + b" | x: 1.5e| garbage %%" + data[end:]
+    start = data.rfind(b"\n", 0, at) + 1
+    return data[:end + 1] + data[start:end + 1] + data[end + 1:]
+
+
+DIFFERENTIAL = [(megatron.read, path) for path in MEGATRON] + [
+    (nanogpt.read, DATA / "text" / "nanogpt"), (hf_stdout.read, SAMPLES / "attn"),
+    (hf_stdout.read, DATA / "text" / "hf4x_attn")]
+
+
+@pytest.mark.parametrize("chunk", [None, 4096, 700])
+@pytest.mark.parametrize(("read", "path"), DIFFERENTIAL,
+                         ids=lambda v: getattr(v, "name", getattr(v, "__module__", "")))
+def test_mutated_logs_read_the_same_with_and_without_the_scanner(read, path, chunk, tmp_path,
+                                                                  monkeypatch):
+    """The differential over damaged real logs: whatever the damage, and wherever the chunk
+    borders fall, the native scanner and the polars parsers read the same points, facts and
+    findings, or refuse alike."""
+    import random
+
+    from runcompare.errors import RuncompareError
+
+    rng = random.Random(f"{path.name}{chunk}")
+    data = (path / "train.log").read_bytes()
+    log = tmp_path / "train.log"
+    for _ in range(12):
+        log.write_bytes(_mutated(data, rng))
+        outcomes = []
+        for native in (True, False):
+            monkeypatch.setattr(_layout, "NATIVE", native)
+            if chunk:
+                monkeypatch.setattr(_lines, "CHUNK_BYTES", chunk)
+            try:
+                outcomes.append(read(tmp_path))
+            except RuncompareError as exc:
+                outcomes.append(str(exc))
+        native_read, pure_read = outcomes
+        if isinstance(native_read, str) or isinstance(pure_read, str):
+            assert native_read == pure_read
+        else:
+            _same(native_read, pure_read)
+    monkeypatch.setattr(_layout, "NATIVE", True)

@@ -36,6 +36,7 @@ import polars as pl
 from ...errors import InputError
 from ...model import Finding, RawLog
 from ..format import Format
+from ..textlog import lines as _lines
 from ._wandb_history import with_values
 from ._wandb_run import Leg
 from ._wandb_steps import LOG_STEP, history_scalars
@@ -191,23 +192,32 @@ def _panel_root(path: Path) -> tuple[list[Path], str] | None:
 # -- reading ---------------------------------------------------------------------------------
 
 
-def _table(file: Path) -> pl.DataFrame:
+def _table(file: Path, findings: list[Finding]) -> pl.DataFrame:
     """The file as a frame of text cells (null where empty), pandas' index column dropped;
-    parsed once while unchanged (each run of a panel CSV is read from it)."""
+    parsed once while unchanged (each run of a panel CSV is read from it). A CSV cut off inside
+    a number loses that row, with a finding."""
     try:
         stat = file.stat()
     except OSError as exc:
         raise InputError(f"{file}: cannot be read ({exc.strerror})") from exc
-    return _parsed(file, stat.st_size, stat.st_mtime_ns)
+    frame, cut = _parsed(file, stat.st_size, stat.st_mtime_ns)
+    if cut is not None:
+        findings.append(_lines.cut_finding(file, *cut))
+    return frame
 
 
 @lru_cache(maxsize=8)
-def _parsed(file: Path, size: int, mtime_ns: int) -> pl.DataFrame:
-    """:func:`_table` of ``file`` as it is at that size and modification time."""
+def _parsed(file: Path, size: int, mtime_ns: int) -> tuple[pl.DataFrame, tuple[int, str] | None]:
+    """:func:`_table` of ``file`` as it is at that size and modification time, and the line
+    cut off inside a number (its number and text), which was not read."""
     suffix = file.suffix.lower()
+    cut = None
     try:
         if suffix == ".csv":
-            frame = pl.read_csv(file, infer_schema=False, encoding="utf8-lossy")
+            data, tail = _lines.without_cut_row(file.read_bytes())
+            if tail:
+                cut = (data.count(b"\n") + 1, tail.decode("utf-8", "replace"))
+            frame = pl.read_csv(data, infer_schema=False, encoding="utf8-lossy")
             header = _header(file)  # the names as the csv module reads them ("" as ")
             if len(header) == frame.width and len(set(header)) == len(header):
                 frame.columns = header
@@ -220,7 +230,7 @@ def _parsed(file: Path, size: int, mtime_ns: int) -> pl.DataFrame:
                          f"{str(exc).splitlines()[0] if str(exc) else ''}); export it again "
                          "or pass the run folder") from exc
     frame = frame.drop([name for name in frame.columns if name in _INDEX])
-    return frame.select(_as_text(name, dtype) for name, dtype in frame.schema.items())
+    return frame.select(_as_text(name, dtype) for name, dtype in frame.schema.items()), cut
 
 
 def _as_text(name: str, dtype: pl.DataType) -> pl.Expr:
@@ -246,10 +256,10 @@ def _history(table: pl.DataFrame, columns: Mapping[str, str]) -> pl.DataFrame:
 
 
 def _read_api(file: Path, step_metric: object) -> RawLog:
-    table = _table(file)
+    findings: list[Finding] = []
+    table = _table(file, findings)
     leg = Leg(folder=file.parent, file=file,
               history=_history(table, {name: name for name in table.columns}))
-    findings: list[Finding] = []
     declared = next((name for name in _DECLARED if name in table.columns), None)
     if step_metric is None and declared is not None:
         leg.metrics.append({"glob_name": "*", "step_metric": declared})
@@ -267,7 +277,8 @@ def _read_api(file: Path, step_metric: object) -> RawLog:
 def _read_panel(panels: list[Path], run: str, step_metric: object) -> RawLog:
     """One run of one or more panel CSVs on the same x-axis, their rows one after another."""
     first = panels[0]
-    tables = [_table(file) for file in panels]
+    cut: list[Finding] = []
+    tables = [_table(file, cut) for file in panels]
     x_axis = tables[0].columns[0]
     if _TIME_AXES.match(x_axis):
         raise InputError(f"{first}: the panel's x-axis is {x_axis!r}, a time, so its points "
@@ -294,6 +305,7 @@ def _read_panel(panels: list[Path], run: str, step_metric: object) -> RawLog:
     if step != LOG_STEP:
         leg.metrics.append({"glob_name": "*", "step_metric": step})
     scalars, unit, findings, _ = history_scalars([leg], None, first)
+    findings = cut + findings
     where = first if len(panels) == 1 else first.parent
     if _EPOCH_AXIS.search(x_axis) and unit == "optimizer":  # whole epochs were the step
         unit = "epoch"

@@ -40,7 +40,10 @@ def delimited_fields(rows: pl.DataFrame, *, sep: str, kv: str) -> pl.DataFrame:
         is_modal = counts == modal
         sample = rows.get_column("text")[int(is_modal.arg_max())]  # type: ignore[arg-type]
         layout = _field_prefixes(sample, sep, kv)
-        loose = any(part.strip() and kv not in part for part in sample.split(sep)[1:])
+        # a field of a row that is not the layout's key: value (text between seps, or after the
+        # last) is no field: the row is bad, whatever the sample holds there
+        keyed = {index for index, _ in layout}
+        loose = [index for index in range(1, modal + 1) if index not in keyed]
         # most chunks hold one layout only: no filtering copies then
         modal_rows = rows if is_modal.all() else rows.filter(is_modal)
         split = modal_rows.select("line", "text", "n",
@@ -49,8 +52,10 @@ def delimited_fields(rows: pl.DataFrame, *, sep: str, kv: str) -> pl.DataFrame:
             True, *(pl.col(f"field_{index}").str.starts_with(prefix) for index, prefix in layout)
         )).to_series()
         matched = split if match.all() else split.filter(match)
+        stray = pl.any_horizontal(False, *(pl.col(f"field_{index}").str.strip_chars() != ""
+                                           for index in loose))
         parts.append(matched.select(
-            "line", head="field_0", bad=pl.lit(loose),
+            "line", head="field_0", bad=stray.fill_null(False),
             **{KEY + prefix[:-len(kv)].strip(): pl.col(f"field_{index}")
                .str.slice(len(prefix)).str.strip_chars() for index, prefix in layout}))
         if matched.height == rows.height:

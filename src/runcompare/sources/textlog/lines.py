@@ -44,7 +44,7 @@ from . import layout as _layout
 from .layout import Layout
 
 __all__ = ["CHUNK_BYTES", "HEAD_BYTES", "Lines", "clean_text",
-           "compile_pattern", "head", "in_order",
+           "compile_pattern", "cut_finding", "head", "in_order", "without_cut_row",
            "log_files", "number", "number_legs", "read_lines", "record_lines", "split_cr", "timestamp",
            "to_raw", "unparsed_finding"]
 
@@ -114,12 +114,24 @@ class Lines:
                                  "that long (an array or a file printed whole?); the other "
                                  "lines were read"))
         if self.cut is not None:
-            line, text = self.cut
-            found.append(Finding("warning", "damaged-input",
-                                 f"{path}: line {line} is cut off (the file ends inside a number, "
-                                 f"'{_snippet(text[-40:])}', as when a run is killed while "
-                                 "writing or is still running); dropped what was cut"))
+            found.append(cut_finding(path, *self.cut))
         return found
+
+
+def cut_finding(path: Path, line: int, text: str) -> Finding:
+    """The warning for a last line cut off inside a number (``text``), which was not read."""
+    return Finding("warning", "damaged-input",
+                   f"{path}: line {line} is cut off (the file ends inside a number, "
+                   f"'{_snippet(text[-40:])}', as when a run is killed while writing or is "
+                   "still running); dropped what was cut")
+
+
+def without_cut_row(data: bytes) -> tuple[bytes, bytes]:
+    """A whole file's ``data`` without its last line when the file ends inside a number (the
+    row a writer was cut off in: its value is damage, not a point), and that line (``b""``
+    when the file ends whole)."""
+    tail, _ = _tail_cut(data, whole=True)
+    return (data[:-len(tail)] if tail else data), tail
 
 
 def head(path: Path, size: int = HEAD_BYTES) -> str:
@@ -365,9 +377,10 @@ def read_lines(path: Path, parse: Callable[[pl.DataFrame], Parsed], *,
         raise InputError(f"{path}: cannot be parsed as text ({exc})") from exc
 
 
-#: How the end of a line cut off mid-number looks: a digit, a decimal point, a sign, or the
-#: ``e`` of an exponent after a digit (``lm loss: 8.`` of 8.486469, ``lr 3.0`` of 3.00e-04).
-_CUT = re.compile(rb"(?:[0-9.+-]|[0-9][eE])\Z")
+#: How the end of a line cut off mid-number looks: a digit, a decimal point, a sign, the
+#: ``e`` of an exponent after a digit, or a thousands separator after one (``lm loss: 8.`` of
+#: 8.486469, ``lr 3.0`` of 3.00e-04, ``tps: 6,`` of 6,544).
+_CUT = re.compile(rb"(?:[0-9.+-]|[0-9][eE,])\Z")
 
 
 def _cut_tail(handle: io.BufferedReader) -> tuple[bytes, bool]:
@@ -494,6 +507,7 @@ def _read_chunk(span: tuple[int, int], *, read: Callable[[tuple[int, int]], byte
     """One chunk: read, the lines of its layouts scanned natively, the rest split into a
     frame of lines by polars' CSV reader and parsed by ``parse``."""
     data = read(span)
+    garbled = _garbled(data)  # of every line, before the scanner takes its own
     scanned: list[pl.DataFrame] = []
     count, index = None, None  # index: the chunk's line index of each line left in data
     for _ in range(_layout.MAX_LAYOUTS if layout else 0):
@@ -517,8 +531,7 @@ def _read_chunk(span: tuple[int, int], *, read: Callable[[tuple[int, int]], byte
              else pl.DataFrame(schema={"text": pl.String}))
     line = pl.Series("line", index + 1 if index is not None else np.arange(1, frame.height + 1))
     frame = frame.select(line, "text")
-    garbled = frame.filter(pl.col("text").str.contains("\ufffd", literal=True))
-    marks = garbled.select("line").head(1).with_columns(n=garbled.height)
+    marks = garbled
     if len(text) > MAX_LINE_BYTES:  # a chunk this long may hold a line too long to read
         size = pl.col("text").str.len_bytes()
         overlong = frame.filter(size > MAX_LINE_BYTES)
@@ -526,13 +539,27 @@ def _read_chunk(span: tuple[int, int], *, read: Callable[[tuple[int, int]], byte
             frame = frame.with_columns(text=pl.when(size > MAX_LINE_BYTES).then(None)
                                        .otherwise("text"))
             marks = pl.DataFrame({"line": [marks["line"][0] if marks.height else None],
-                                  "n": [garbled.height], "long_n": [overlong.height],
+                                  "n": [int(garbled["n"].sum())], "long_n": [overlong.height],
                                   "long_line": [overlong["line"][0]],
                                   "long_bytes": [overlong.select(size).item(0, 0)]},
                                  schema_overrides={"line": pl.Int64, "n": marks.schema["n"]})
     parsed = parse(frame) if frame.height else _empty(parse)
     parsed = merge(parsed, scanned) if scanned else parsed
     return (frame.height if count is None else count, parsed, marks)
+
+
+def _garbled(data: bytes | memoryview) -> pl.DataFrame:
+    """The first line (1-based, in the chunk) holding bytes that are not UTF-8 and how many
+    do; no row when every line is UTF-8 (nearly always: one decode tells it)."""
+    try:
+        str(data, "utf-8")
+    except UnicodeDecodeError:
+        bad = [index + 1 for index, line in enumerate(bytes(data).split(b"\n"))
+               if line.decode("utf-8", "replace") != line.decode("utf-8", "ignore")]
+        if bad:
+            return pl.DataFrame({"line": [bad[0]], "n": [len(bad)]},
+                                schema={"line": pl.Int64, "n": pl.Int64})
+    return pl.DataFrame(schema={"line": pl.Int64, "n": pl.Int64})
 
 
 @cache
