@@ -180,3 +180,14 @@ def test_a_folder_whose_only_log_may_not_be_read_is_a_clear_line(shared_tmp, cli
         result = cli("inspect", run, "--no-cache")
     assert result.exit_code == 1
     assert "train.log (permission denied); if they hold logs, make them readable" in result.stderr
+
+
+def test_a_log_given_that_this_user_may_not_read_is_a_clear_line(shared_tmp, cli):
+    log = shared_tmp / "train.log"
+    shutil.copy(SAMPLES / "attn" / "train.log", log)
+    log.chmod(0)
+    with _as_nobody():
+        result = cli("inspect", log, "--no-cache")
+    assert result.exit_code == 1  # not 2, a usage error: the path is right, its mode is not
+    assert result.stderr == (f"error: {log}: cannot be read (permission denied); make it "
+                             "readable (chmod +r) or read it as a user who may\n")

@@ -79,7 +79,8 @@ app = typer.Typer(cls=DefaultCommandGroup, no_args_is_help=True, add_completion=
                   rich_markup_mode=None, context_settings={"help_option_names": ["-h", "--help"]},
                   help="Compare ML training runs from their logs on a fair axis.")
 
-Runs = Annotated[list[Path], typer.Argument(metavar="RUN...", help="Run folders or log files.",
+Runs = Annotated[list[Path], typer.Argument(readable=False, metavar="RUN...",
+                                            help="Run folders or log files.",
                                             show_default=False)]
 Settings = Annotated[list[str] | None, typer.Option(
     "--set", metavar="[RUN:]KEY=VALUE",
@@ -280,7 +281,8 @@ def _details(runs: list[Run]) -> None:
 
 @command()
 def inspect(
-    run: Annotated[Path, typer.Argument(metavar="RUN", help="A run folder or log file.",
+    run: Annotated[Path, typer.Argument(readable=False, metavar="RUN",
+                                        help="A run folder or log file.",
                                         show_default=False)],
     settings: Settings = None,
     as_json: JsonOpt = False,
@@ -409,10 +411,12 @@ HtmlOpt = Annotated[Path | None, typer.Option(
 
 @command()
 def critical_batch(
-    runs: Annotated[list[Path], typer.Argument(metavar="RUN...", help="Runs of one model at "
+    runs: Annotated[list[Path], typer.Argument(readable=False, metavar="RUN...",
+                                               help="Runs of one model at "
                                                "several global batches.", show_default=False)],
     metric: Annotated[str | None, typer.Option(
-        "--metric", metavar="METRIC", help="Metric to reach (default: eval/loss if every run has it, else "
+        "--metric", metavar="METRIC",
+        help="Metric to reach (default: eval/loss if every run has it, else "
         "train/loss).")] = None,
     target: Annotated[float | None, typer.Option(
         "--target", metavar="VALUE", help="Value to reach (default: the worst best value, which every run "
@@ -445,8 +449,9 @@ def critical_batch(
 
 @command()
 def noise_scale(
-    run_a: Annotated[Path, typer.Argument(metavar="RUN_A", help="A run at one global batch.")],
-    run_b: Annotated[Path, typer.Argument(metavar="RUN_B",
+    run_a: Annotated[Path, typer.Argument(readable=False, metavar="RUN_A",
+                                          help="A run at one global batch.")],
+    run_b: Annotated[Path, typer.Argument(readable=False, metavar="RUN_B",
                                           help="The same model at another global batch.")],
     x: Annotated[str | None, typer.Option(
         "--x", metavar="AXIS", help="Common axis: tokens or samples (default: tokens if both have it).")] = None,

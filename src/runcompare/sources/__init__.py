@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..display import did_you_mean
 from ..errors import InputError, NoLogsFoundError, UsageError
-from .codecs.files import LFS_POINTER, lfs_message, passed_over
+from .codecs.files import LFS_POINTER, lfs_message, may_read, passed_over
 from .format import Format, settle_claims
 from .formats import (
     axolotl,
@@ -74,6 +74,9 @@ def detect(path: Path, *, source: str | None = None) -> dict[str, Format]:
     if path.exists() and not path.is_file() and not path.is_dir():
         raise InputError(f"{path}: not a regular file or folder (a FIFO, socket or device, "
                          "which would never end); point runcompare at a log file or a run folder")
+    if path.is_file() and not may_read(path):
+        raise InputError(f"{path}: cannot be read (permission denied); make it readable "
+                         "(chmod +r) or read it as a user who may")
     if source is not None and source not in REGISTRY:
         raise UsageError(f"unknown source {source!r}; {did_you_mean(source, REGISTRY)}choose one "
                          f"of {', '.join(REGISTRY)} (runcompare formats lists them)")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ...errors import InputError
 
-__all__ = ["LFS_POINTER", "Buffer", "lfs_message", "passed_over", "read_file",
+__all__ = ["LFS_POINTER", "Buffer", "lfs_message", "may_read", "passed_over", "read_file",
            "refuse_lfs_pointer", "writable"]
 
 #: What the decoders read: ``bytes``, or a writable buffer with the same slicing and searching
@@ -92,6 +92,11 @@ def _unreadable(entry: os.DirEntry[str]) -> str | None:
     except OSError as exc:
         return "a symbolic link in a loop" if exc.errno == errno.ELOOP else exc.strerror
     return None if _may(entry.path, os.R_OK) else "permission denied"
+
+
+def may_read(path: Path) -> bool:
+    """Whether this process may read the file ``path`` (by the ids it opens files with)."""
+    return _may(str(path), os.R_OK)
 
 
 def _may(path: str, mode: int) -> bool:
