@@ -209,7 +209,8 @@ def _errors(command: F) -> F:
 def compare(
     runs: Runs,
     x: Annotated[str | None, typer.Option(
-        "--x", metavar="AXIS", help="Axis: step, micro_step, samples, tokens, epoch, elapsed, "
+        "--x", metavar="AXIS",
+        help="Axis: step, micro_step, samples, tokens, epoch, elapsed, "
         "flops or device_hours (default: tokens, else samples, else step).")] = None,
     metric: Annotated[list[str] | None, typer.Option(
         "--metric", metavar="METRIC",
@@ -361,7 +362,8 @@ def export(
         "--format", metavar="FORMAT", help="parquet, csv, jsonl or tensorboard (default: from "
         "the output's suffix; a folder without one is parquet).")] = None,
     x: Annotated[str | None, typer.Option(
-        "--x", metavar="AXIS", help="TensorBoard step: tokens (default), samples, micro_step, "
+        "--x", metavar="AXIS",
+        help="TensorBoard step: tokens (default), samples, micro_step, "
         "step, flops or device_hours (written as device-seconds).")] = None,
     force: Annotated[bool, typer.Option(
         "--force", help="Replace an earlier export at the output path.")] = False,
@@ -419,10 +421,11 @@ def critical_batch(
         help="Metric to reach (default: eval/loss if every run has it, else "
         "train/loss).")] = None,
     target: Annotated[float | None, typer.Option(
-        "--target", metavar="VALUE", help="Value to reach (default: the worst best value, which every run "
-        "reaches).")] = None,
+        "--target", metavar="VALUE",
+        help="Value to reach (default: the worst best value, which every run reaches).")] = None,
     targets: Annotated[list[float] | None, typer.Option(
-        "--targets", metavar="VALUE", help="Targets of the B_crit curve (repeatable; default: five).")] = None,
+        "--targets", metavar="VALUE",
+        help="Targets of the B_crit curve (repeatable; default: five).")] = None,
     html_path: HtmlOpt = None,
     as_json: JsonOpt = False,
     settings: Settings = None,
@@ -454,7 +457,8 @@ def noise_scale(
     run_b: Annotated[Path, typer.Argument(readable=False, metavar="RUN_B",
                                           help="The same model at another global batch.")],
     x: Annotated[str | None, typer.Option(
-        "--x", metavar="AXIS", help="Common axis: tokens or samples (default: tokens if both have it).")] = None,
+        "--x", metavar="AXIS",
+        help="Common axis: tokens or samples (default: tokens if both have it).")] = None,
     html_path: HtmlOpt = None,
     as_json: JsonOpt = False,
     settings: Settings = None,
@@ -518,7 +522,8 @@ def plan(
     devices: Annotated[int, typer.Option("--devices", metavar="N",
                                          help="Devices in the cluster (data parallel).")],
     micro_batch: Annotated[int | None, typer.Option(
-        "--micro-batch", metavar="N", help="Micro-batch per device (default: the --from run's).")] = None,
+        "--micro-batch", metavar="N",
+        help="Micro-batch per device (default: the --from run's).")] = None,
     seq_len: Annotated[int | None, typer.Option(
         "--seq-len", metavar="N", help="Tokens per sequence (default: the --from run's).")] = None,
     max_steps: Annotated[int | None, typer.Option(
@@ -532,7 +537,8 @@ def plan(
         "--tokens-per-second-per-device", metavar="RATE",
         help="Measured tokens/s of one device.")] = None,
     from_run: Annotated[Path | None, typer.Option(
-        "--from", metavar="RUN", help="A run whose measured per-device rate and goodput are used.")] = None,
+        "--from", metavar="RUN",
+        help="A run whose measured per-device rate and goodput are used.")] = None,
     as_json: JsonOpt = False,
     settings: Settings = None,
     source: SourceOpt = None,
