@@ -13,6 +13,7 @@ from ..audit import audit, propose_axis
 from ..errors import InputError
 from ..model import Finding, Run, require_axis
 from .align import aggregate, align
+from .differs import Differences, differences
 from .groups import auto_groups
 from .kinds import QUALITY, TOTAL, metric_kinds
 from .smooth import Smoothing, parse_smoothing
@@ -37,7 +38,8 @@ class Comparison:
     x); ``bands``: seed-group mean/std/min/max per x; ``throughput``: one row per run;
     ``findings``: the audit and every run's findings; ``kinds``: each metric's kind
     (quality, diagnostic, total); ``curve``: the smoothing of the drawn curves and of the
-    training metrics' crossings.
+    training metrics' crossings; ``differs``: the hyperparameters whose values differ
+    between the runs (:mod:`.differs`).
     """
 
     runs: list[Run]
@@ -56,6 +58,7 @@ class Comparison:
     totals: pl.DataFrame = field(default_factory=pl.DataFrame)
     kinds: dict[str, str] = field(default_factory=dict)
     curve: Smoothing | None = None
+    differs: Differences = field(default_factory=Differences)
 
     def __str__(self) -> str:
         return self.verdict.text if self.verdict is not None else ""
@@ -75,7 +78,8 @@ class Comparison:
                 "totals": self.totals.to_dicts(),
                 "findings": [{**f.to_json(), "run": f.run} for f in self.finding_list],
                 "verdict": self.verdict.to_dict() if self.verdict is not None else None,
-                "throughput": self.throughput.to_dicts(), "report": report}
+                "throughput": self.throughput.to_dicts(), "differs": self.differs.to_json(),
+                "report": report}
 
 
 def compare(runs: Sequence[Run], *, x: str | None = None, metrics: Sequence[str] | None = None,
@@ -122,7 +126,7 @@ def compare(runs: Sequence[Run], *, x: str | None = None, metrics: Sequence[str]
                       bands=aggregate(aligned, grouping), smoothing=smoothing,
                       proposed_axis=proposed, finding_list=findings, verdict=verdict,
                       totals=totals(runs, [m for m in chosen if kinds[m] == TOTAL]),
-                      kinds=kinds, curve=curve)
+                      kinds=kinds, curve=curve, differs=differences(runs))
 
 
 def _points(runs: Sequence[Run], metrics: Sequence[str]) -> dict[str, int]:

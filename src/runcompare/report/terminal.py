@@ -10,12 +10,19 @@ from rich.table import Table
 from rich.text import Text
 
 from ..analysis import Comparison
+from ..analysis.differs import Differences
 from ..analysis.kinds import QUALITY
 from ..batch import BatchPlan
-from ..display import fmt, terminal_text
+from ..display import fmt, listing, setting, terminal_text
 from ..model import Fact, Finding, Run
 
-__all__ = ["fmt", "print_comparison", "print_plan", "print_run"]
+__all__ = ["differs_table", "fmt", "hparams_table", "print_comparison", "print_plan",
+           "print_run"]
+
+#: Characters of a hyperparameter's value a table cell shows (``inspect`` shows all of it).
+_CELL = 40
+#: Up to this many runs the "what differs" table has runs across; past it, runs down.
+_ACROSS = 4
 
 #: Rows of the batch-hierarchy table: label and how to get the fact of a run.
 _LEVELS = (
@@ -103,8 +110,70 @@ def print_run(run: Run, console: Console) -> None:
     console.print(f"format {run.format}; sources {', '.join(run.sources)}; "
                   f"step unit {run.step_unit}; {run.scalars.height:,} points")
     console.print(sources_table(run))
+    if run.hparams:
+        console.print(hparams_table(run))
     console.print(terminal_text(f"metrics: {', '.join(run.metrics)}"))
     _findings(console, run.findings)
+
+
+def hparams_table(run: Run) -> Table:
+    """Every hyperparameter of one run: key, value in full, and the source that holds it."""
+    table = Table(title=f"Hyperparameters ({len(run.hparams)})", title_justify="left")
+    table.add_column("key", overflow="fold")
+    table.add_column("value", overflow="fold")
+    table.add_column("from", style="dim", overflow="fold")
+    for key, fact in sorted(run.hparams.items()):
+        where = fact.source[:-len(key) - 2] if fact.source.endswith(f": {key}") else fact.source
+        table.add_row(terminal_text(key), terminal_text(setting(fact.value)), terminal_text(where))
+    return table
+
+
+def _short(value: object) -> str:
+    text = terminal_text(setting(value))
+    return text if len(text) <= _CELL else text[:_CELL - 1] + "…"
+
+
+def differs_table(comparison: Comparison) -> Table | None:
+    """The hyperparameters that differ between the runs: keys down and runs across for up to
+    :data:`_ACROSS` runs, runs down and keys across past that; None when nothing differs."""
+    differs = comparison.differs
+    if not differs:
+        return None
+    names = [run.name for run in comparison.runs]
+    table = Table(title=f"What differs ({len(differs.keys)} hyperparameters)",
+                  title_justify="left")
+    if len(names) <= _ACROSS:
+        table.add_column("key", overflow="fold")
+        for name in names:
+            table.add_column(terminal_text(name), overflow="fold")
+        for d in differs.keys:
+            table.add_row(terminal_text(d.key),
+                          *(_short(None if d.facts[n] is None else d.facts[n].value)
+                            for n in names))
+    else:
+        table.add_column("run", overflow="fold")
+        for d in differs.keys:
+            table.add_column(terminal_text(d.key), overflow="fold")
+        for name in names:
+            table.add_row(terminal_text(name),
+                          *(_short(None if d.facts[name] is None else d.facts[name].value)
+                            for d in differs.keys))
+    table.caption = terminal_text(differs_note(differs))
+    table.caption_justify = "left"
+    return table
+
+
+def differs_note(differs: Differences) -> str:
+    """What the "what differs" table leaves out, in one sentence (terminal and report)."""
+    notes = []
+    if differs.identity:
+        notes.append(f"names and paths also differ ({listing(differs.identity)})")
+    if differs.partial:
+        notes.append(f"{len(differs.partial)} keys only some runs' logs hold, with one value "
+                     f"({listing(differs.partial, limit=3)})")
+    if any(not d.everywhere for d in differs.keys):
+        notes.append("— : no such key in that run's logs")
+    return "; ".join([*notes, "`runcompare inspect RUN` lists every value with its source"])
 
 
 def print_comparison(comparison: Comparison, console: Console,
@@ -113,6 +182,9 @@ def print_comparison(comparison: Comparison, console: Console,
     quality metric, the diagnostics, the end-of-run totals, throughput and findings."""
     console.print(Text(terminal_text(str(comparison)), style="bold"))
     console.print(batch_table(comparison.runs))
+    differs = differs_table(comparison)
+    if differs is not None:
+        console.print(differs)
     for metric in comparison.metrics:
         if comparison.kinds.get(metric) == QUALITY:
             console.print(summary_table(comparison, metric))
