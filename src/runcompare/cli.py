@@ -16,7 +16,6 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from typer.core import TyperGroup
 
-from .analysis import compare as compare_runs
 from .analysis.groups import parse_groups
 from .batch import plan_batch
 from .display import terminal_text
@@ -130,7 +129,14 @@ def compare(
         "--x", help="Axis: step, micro_step, samples, tokens, epoch, elapsed, flops or "
         "device_hours (default: tokens, else samples, else step).")] = None,
     metric: Annotated[list[str] | None, typer.Option(
-        "--metric", help="Metric to compare (repeatable; default: all shared).")] = None,
+        "--metric", help="Metric to compare, or a glob such as 'train/*' (repeatable; "
+        "default: all shared).")] = None,
+    runs_like: Annotated[list[str] | None, typer.Option(
+        "--runs", metavar="REGEX", help="Compare only the runs whose name matches (repeatable); "
+        "with --top, these are compared beside the best N.")] = None,
+    top: Annotated[int | None, typer.Option(
+        "--top", metavar="N", help="Compare the best N runs by the verdict's metric at the "
+        "common budget (plus those --runs names).")] = None,
     settings: Settings = None,
     smooth: Annotated[str | None, typer.Option(
         "--smooth", help="tb:WEIGHT (TensorBoard's EMA), a half-life in axis units such as "
@@ -155,9 +161,12 @@ def compare(
 ) -> None:
     """Compare runs: the verdict first, then batch hierarchy, summary, totals, findings; and
     the HTML report."""
+    from .analysis.select import choose
+
     loaded = _load(runs, source, settings, duplicates, no_cache, config, pattern)
-    comparison = compare_runs(loaded, x=x, metrics=metric or None, smooth=smooth, target=target,
-                              groups=parse_groups(group or (), loaded) or None)
+    comparison = choose(loaded, patterns=runs_like or (), top=top, x=x, metrics=metric or None,
+                        smooth=smooth, target=target,
+                        groups=parse_groups(group or (), loaded) or None)
     report_path = output or default_report_path(comparison.runs)
     report = None if no_report else write_report(comparison, report_path)
     formats = tuple(f for f, wanted in (("png", png), ("svg", svg)) if wanted)
