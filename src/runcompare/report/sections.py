@@ -14,7 +14,8 @@ from ..analysis import Comparison
 from ..analysis.differs import Difference
 from ..analysis.kinds import QUALITY
 from ..display import fmt, setting
-from ..model import Fact, Finding, Run
+from ..model import Fact, Run
+from .grouped import FindingGroup, group_findings
 from .terminal import _LEVELS, differs_note
 from .verdict import where
 
@@ -136,25 +137,22 @@ def findings(comparison: Comparison, *, grouped: bool) -> str:
             f'<li class="{e(f.level)}"><b>{e(f.level)}</b> <code>{e(f.code)}</code> '
             f"{e(f.run + ': ' if f.run else '')}{e(f.message)}</li>" for f in items)
         return f'<h2 id="findings">Findings</h2><ul class=findings>{lines}</ul>'
-    groups: dict[tuple[str, str], list[Finding]] = {}
-    for finding in items:
-        groups.setdefault((finding.level, finding.code), []).append(finding)
-    lines = "".join(_grouped(level, code, members) for (level, code), members in groups.items())
+    groups = group_findings(items)
+    lines = "".join(_grouped(group) for group in groups)
     return (f'<h2 id="findings">Findings</h2><ul class=findings>{lines}</ul>'
             f"<p class=note>{len(items):,} findings in {len(groups)} kinds; open a line for "
             f"the runs it concerns.</p>")
 
 
-def _grouped(level: str, code: str, members: list[Finding]) -> str:
-    runs = list(dict.fromkeys(f.run for f in members if f.run))
-    count = f"{len(runs)} run{'s' if len(runs) != 1 else ''}" if runs else "the comparison"
-    messages = list(dict.fromkeys(f.message for f in members))
+def _grouped(group: FindingGroup) -> str:
+    messages = group.messages
     example = e(messages[0]) + (f" <small>(and {len(messages) - 1} other wordings)</small>"
                                 if len(messages) > 1 else "")
-    listed = ", ".join(e(name) for name in runs)
-    body = f"<details><summary>{example}</summary><p>{listed}</p></details>" if runs else example
-    return (f'<li class="{e(level)}"><b>{e(level)}</b> <code>{e(code)}</code> '
-            f"× {len(members):,} ({count}): {body}</li>")
+    listed = ", ".join(e(name) for name in group.runs)
+    body = (f"<details><summary>{example}</summary><p>{listed}</p></details>" if group.runs
+            else example)
+    return (f'<li class="{e(group.level)}"><b>{e(group.level)}</b> <code>{e(group.code)}</code> '
+            f"× {len(group.members):,} ({group.concerns}): {body}</li>")
 
 
 def throughput(comparison: Comparison) -> str:
