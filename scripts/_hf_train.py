@@ -34,6 +34,8 @@ def parse_args(argv=None):
     p.add_argument("--learning-rate", type=float, default=3e-3)
     p.add_argument("--warmup-steps", type=int, default=5)
     p.add_argument("--lr-scheduler-type", default="linear")
+    p.add_argument("--weight-decay", type=float, default=0.01)
+    p.add_argument("--optim", default=None, help="TrainingArguments.optim (default: its own)")
     p.add_argument("--disable-tqdm", action="store_true", help="no progress bar in the log")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--num-train-samples", type=int, default=1024)
@@ -164,7 +166,8 @@ def main(argv=None):
         learning_rate=args.learning_rate,
         warmup_steps=args.warmup_steps,
         lr_scheduler_type=args.lr_scheduler_type,
-        weight_decay=0.01,
+        weight_decay=args.weight_decay,
+        **({"optim": args.optim} if args.optim else {}),
         logging_steps=args.logging_steps,
         eval_strategy="steps",
         eval_steps=args.eval_steps,

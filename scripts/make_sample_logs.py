@@ -123,6 +123,10 @@ RUNS = [
           10, 40, report_to="tensorboard",
           extra=["--learning-rate", lr, "--seed", str(seed)])
       for lr in ("3e-3", "1e-3") for seed in (1, 2, 3)),
+    # hf_seeds/lr3e-3_seed1 but for the weight decay and the optimizer ("what differs")
+    Run("hf_wd0.1_adafactor", "tests/data/hf_wd0.1_adafactor", "llama", 2, 8, 40, 2, 10, 40,
+        report_to="tensorboard",
+        extra=["--seed", "1", "--weight-decay", "0.1", "--optim", "adafactor"]),
 ]
 
 # Files that are model weights or large binary training state (or tokenizer files).

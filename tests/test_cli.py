@@ -20,13 +20,13 @@ def test_compare_is_the_default_command_and_writes_the_report(cli, tmp_path):
 def test_compare_json_contract(cli, tmp_path):
     out = cli.json(*RUNS, "--x", "tokens", "-o", tmp_path / "r.html")
     assert set(out) == {"x", "runs", "summary", "totals", "findings", "verdict", "throughput",
-                        "report"} and out["x"] == "tokens"
+                        "differs", "report"} and out["x"] == "tokens"
     assert out["report"] == str(tmp_path / "r.html")
     runs = {run["name"]: run for run in out["runs"]}
     assert set(runs) == {"mamba", "attn"}
     for run in runs.values():
         assert set(run) == {"name", "path", "format", "sources", "step_unit", "batch", "steps",
-                            "samples", "tokens", "metrics", "points", "findings"}
+                            "samples", "tokens", "metrics", "points", "findings", "hparams"}
         assert run["batch"]["global_batch"]["value"] == 16
         assert run["batch"]["tokens_per_step"]["value"] == 1024
         assert run["tokens"] == run["steps"]["optimizer"] * 1024

@@ -41,7 +41,7 @@ from .sources import Format
 __all__ = ["cache_dir", "read_cached"]
 
 #: Bump when the layout of an entry changes.
-_FORMAT = 2
+_FORMAT = 3
 
 
 def read_cached(fmt: Format, path: Path, *, enabled: bool = True,
@@ -147,7 +147,8 @@ def _from_meta(meta: dict[str, Any], scalars: pl.DataFrame, path: Path) -> RawLo
                   for f in meta["findings"]],
         files=[_rebase(f, argument, path) for f in meta["files"]],
         aliases=dict(meta["aliases"]), name=meta["name"],
-        leg_starts={int(k): int(v) for k, v in meta["leg_starts"].items()})
+        leg_starts={int(k): int(v) for k, v in meta["leg_starts"].items()},
+        hparams={k: Fact(f["value"], f["source"], "config") for k, f in meta["hparams"].items()})
 
 
 def _rebase(stored: str, argument: str, path: Path) -> Path:
@@ -172,6 +173,7 @@ def _store(entry: Path, listing: list[list[Any]], path: Path, raw: RawLog) -> No
                      for f in raw.findings],
         "files": [str(f) for f in raw.files], "aliases": raw.aliases, "name": raw.name,
         "leg_starts": {str(k): v for k, v in raw.leg_starts.items()},
+        "hparams": {k: f.to_json() for k, f in raw.hparams.items()},
     }
     body = json.dumps(meta).encode("utf-8")  # first: a value JSON cannot hold stops here
     buffer = io.BytesIO()

@@ -213,8 +213,14 @@ def compare(
         help="Axis: step, micro_step, samples, tokens, epoch, elapsed, "
         "flops or device_hours (default: tokens, else samples, else step).")] = None,
     metric: Annotated[list[str] | None, typer.Option(
-        "--metric", metavar="METRIC",
-        help="Metric to compare (repeatable; default: all shared).")] = None,
+        "--metric", metavar="METRIC", help="Metric to compare, or a glob such as 'train/*' "
+        "(repeatable; default: all shared).")] = None,
+    runs_like: Annotated[list[str] | None, typer.Option(
+        "--runs", metavar="REGEX", help="Compare only the runs whose name matches (repeatable); "
+        "with --top, these are compared beside the best N.")] = None,
+    top: Annotated[int | None, typer.Option(
+        "--top", metavar="N", help="Compare the best N runs by the verdict's metric at the "
+        "common budget (plus those --runs names).")] = None,
     settings: Settings = None,
     smooth: Annotated[str | None, typer.Option(
         "--smooth", metavar="SPEC", help="tb:WEIGHT (TensorBoard's EMA), a half-life in axis "
@@ -243,13 +249,14 @@ def compare(
 ) -> None:
     """Compare runs: the verdict first, then batch hierarchy, summary, totals, findings; and
     the HTML report."""
-    from .analysis import compare as compare_runs
     from .analysis.groups import parse_groups
+    from .analysis.select import choose
     from .report import default_report_path, print_comparison, write_figures, write_report
 
     loaded = _load(runs, source, settings, duplicates, no_cache, config, pattern, quiet)
-    comparison = compare_runs(loaded, x=x, metrics=metric or None, smooth=smooth, target=target,
-                              groups=parse_groups(group or (), loaded) or None)
+    comparison = choose(loaded, patterns=runs_like or (), top=top, x=x, metrics=metric or None,
+                        smooth=smooth, target=target,
+                        groups=parse_groups(group or (), loaded) or None)
     report_path = output or default_report_path(comparison.runs)
     report = None if no_report else str(write_report(comparison, report_path))
     if as_json:

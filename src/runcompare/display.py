@@ -10,7 +10,8 @@ from __future__ import annotations
 import html
 from collections.abc import Iterable, Sequence
 
-__all__ = ["LISTED", "did_you_mean", "fmt", "listing", "plotly_text", "terminal_text"]
+__all__ = ["LISTED", "did_you_mean", "fmt", "listing", "plotly_text", "setting",
+           "terminal_text"]
 
 #: Items a sentence lists before it says how many more there are (a sweep of 200 runs).
 LISTED = 6
@@ -36,6 +37,20 @@ def fmt(value: float | None) -> str:
     if abs(value) >= 1000 and abs(value) < 1e15:
         return f"{value:,.0f}"
     return f"{value:.4g}"
+
+
+def setting(value: object) -> str:
+    """A hyperparameter's value in full (a float as the shortest text that reads back as it,
+    so two values that differ never look the same).
+
+    >>> setting(3e-4), setting(0.00030000001), setting(500), setting(None), setting("")
+    ('0.0003', '0.00030000001', '500', '—', '""')
+    """
+    if value is None:
+        return "—"
+    if value == "":
+        return '""'
+    return repr(value) if isinstance(value, float) else str(value)
 
 
 def listing(items: Sequence[str], *, limit: int = LISTED, sep: str = ", ") -> str:

@@ -16,7 +16,7 @@ from .legs import resolve_legs
 from .model import Fact, Finding, Findings, Leg, RawLog, Run
 from .resolve import merge_facts, parse_settings, read_sidecar, resolve_batch, user_fact
 from .sources import REGISTRY, Format, detect, unreadable
-from .sources.config import config_facts
+from .sources.config import config_facts, config_hparams, merge_hparams
 
 __all__ = ["expand", "load", "load_many"]
 
@@ -72,6 +72,7 @@ def _load_runs(paths: Iterable[str | Path], *, origin: str, source: str | None,
     common = {key: user_fact(key, value, source=origin) for key, value in facts.items()}
     common.update(per_run.pop(None, {}))
     stated = config_facts(Path(config)) if config is not None else {}
+    settings_of = config_hparams(Path(config)) if config is not None else {}
     roots = [root for path in paths for root in (
         [_given(Path(path))] if pattern is not None else expand(Path(path), source=source)
         if expand_roots else [(Path(path), _folder_name(Path(path)), False)])]
@@ -105,7 +106,7 @@ def _load_runs(paths: Iterable[str | Path], *, origin: str, source: str | None,
     if unknown:
         raise UsageError(f"--set names no run called {', '.join(sorted(unknown))}; the runs "
                          f"are {', '.join(names)}")
-    return [_build(root, name, user, raws, findings + skipped, duplicates, stated)
+    return [_build(root, name, user, raws, findings + skipped, duplicates, stated, settings_of)
             for (root, _, user, raws, findings), name in zip(staged, names)]
 
 
@@ -217,10 +218,13 @@ def _hints(path: Path, user: Mapping[str, Fact[Any]]) -> dict[str, object]:
 
 def _build(path: Path, name: str, user: Mapping[str, Fact[Any]], raws: list[RawLog],
            findings: list[Finding], duplicates: str,
-           stated: Mapping[str, Fact[Any]] | None = None) -> Run:
+           stated: Mapping[str, Fact[Any]] | None = None,
+           stated_hparams: Mapping[str, Fact[Any]] | None = None) -> Run:
     chosen = _chosen(raws, duplicates)
     facts, conflicts = merge_facts(user, stated or {}, *_sidecar(path, name),
                                    *(raw.facts for raw in raws), run=name)
+    hparams, clashes = merge_hparams(stated_hparams or {}, *(raw.hparams for raw in raws),
+                                     run=name)
     batch, derived = resolve_batch(facts, run=name)
     legs = _legs([chosen, *raws])
     kept, dropped = resolve_legs(chosen.scalars, policy=duplicates, starts=chosen.leg_starts,
@@ -232,13 +236,13 @@ def _build(path: Path, name: str, user: Mapping[str, Fact[Any]], raws: list[RawL
                                 f"points from {chosen.source}; facts from "
                                 f"{', '.join(raw.source for raw in raws)}", name))
     findings += [f if f.run else Finding(f.level, f.code, f.message, name)
-                 for f in (*(f for raw in raws for f in raw.findings), *conflicts, *derived,
-                           *dropped)]
+                 for f in (*(f for raw in raws for f in raw.findings), *conflicts, *clashes,
+                           *derived, *dropped)]
     return Run(name=name, path=path, format=chosen.source, sources=[r.source for r in raws],
                step_unit=chosen.step_unit, batch=batch, scalars=scalars, facts=facts,
                findings=Findings(findings), aliases=chosen.aliases,
                axis_sources=axis_sources(chosen, batch, facts=facts, wall_times=wall_times),
-               legs=legs)
+               legs=legs, hparams=hparams)
 
 
 def _legs(raws: list[RawLog]) -> tuple[Leg, ...]:

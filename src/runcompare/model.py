@@ -243,6 +243,10 @@ keeps every point of every leg (restart); ``legs.resolve_legs`` decides which su
     #: leg -> first step that leg may log, where the source knows it (TensorBoard purge_step,
     #: a resume checkpoint + 1); otherwise a leg starts at its first logged step.
     leg_starts: dict[int, int] = field(default_factory=dict)
+    #: Every key of the configuration the source holds (TrainingArguments, W&B config,
+    #: hparams, params), by the key as written (nested keys joined with ``.``), each with its
+    #: source (``sources.config.hparams``).
+    hparams: dict[str, Fact[Any]] = field(default_factory=dict)
 
     @property
     def points(self) -> int:
@@ -268,6 +272,9 @@ class Run:
     #: The legs (restarts) a source with wall times tells apart, in time order; empty when no
     #: source logged wall times.
     legs: tuple[Leg, ...] = ()
+    #: The run's hyperparameters: every configuration key its sources hold, by key, each with
+    #: its source (the first source that holds a key gives it; see ``load``).
+    hparams: dict[str, Fact[Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.findings = Findings(self.findings)
@@ -326,6 +333,7 @@ class Run:
             "samples": self.total("samples"), "tokens": self.total("tokens"),
             "metrics": self.metrics, "points": self.scalars.height,
             "findings": [f.to_json() for f in self.findings],
+            "hparams": {key: fact.to_json() for key, fact in sorted(self.hparams.items())},
         }
 
     def frame(self, x: str = "step") -> pl.DataFrame:

@@ -15,8 +15,10 @@ from ..display import did_you_mean
 from ..errors import InputError, UnknownMetricError
 from ..model import Finding, Findings, Run, require_axis
 from .align import aggregate, align
+from .differs import Differences, differences
 from .groups import auto_groups
-from .kinds import QUALITY, TOTAL, metric_kinds
+from .kinds import QUALITY, TOTAL, metric_kind, metric_kinds
+from .select import expand_metrics, is_glob
 from .smooth import Smoothing, parse_smoothing
 from .summary import check_metrics, main_metric, shared_metrics, summarize, throughput, totals
 from .verdict import Verdict, decide
@@ -42,7 +44,8 @@ class Comparison:
     x); ``bands``: seed-group mean/std/min/max per x; ``throughput``: one row per run;
     ``findings``: the audit and every run's findings; ``kinds``: each metric's kind
     (quality, diagnostic, total); ``curve``: the smoothing of the drawn curves and of the
-    training metrics' crossings.
+    training metrics' crossings; ``differs``: the hyperparameters whose values differ
+    between the runs (:mod:`.differs`).
     """
 
     runs: list[Run]
@@ -61,6 +64,7 @@ class Comparison:
     totals: pl.DataFrame = field(default_factory=pl.DataFrame)
     kinds: dict[str, str] = field(default_factory=dict)
     curve: Smoothing | None = None
+    differs: Differences = field(default_factory=Differences)
 
     def __str__(self) -> str:
         return self.verdict.text if self.verdict is not None else ""
@@ -113,7 +117,8 @@ class Comparison:
                 "totals": self.totals.to_dicts(),
                 "findings": [{**f.to_json(), "run": f.run} for f in self.finding_list],
                 "verdict": self.verdict.to_dict() if self.verdict is not None else None,
-                "throughput": self.throughput.to_dicts(), "report": report}
+                "throughput": self.throughput.to_dicts(), "differs": self.differs.to_json(),
+                "report": report}
 
 
 def compare(runs: Sequence[Run], *, x: str | None = None, metrics: Sequence[str] | None = None,
@@ -122,7 +127,8 @@ def compare(runs: Sequence[Run], *, x: str | None = None, metrics: Sequence[str]
     """Compare ``runs`` on axis ``x`` (default: the fair axis the audit proposes).
 
     ``metrics`` defaults to every metric the runs share (the main one first), and the metrics
-    named are raced as quality metrics; ``smooth`` is ``"tb:0.6"``, a half-life in axis units
+    named are raced as quality metrics (a glob such as ``"train/*"`` stands for the metrics it
+    matches, each of its own kind, led by the loss); ``smooth`` is ``"tb:0.6"``, a half-life in axis units
     (``"50M"``) or a share of the range (``"5%"``); ``target`` (of the main metric) defaults to
     the worst final value; ``groups`` maps a group name to run names (default: runs identical
     but for the seed).
@@ -132,7 +138,9 @@ def compare(runs: Sequence[Run], *, x: str | None = None, metrics: Sequence[str]
     axis = x or proposed
     for run in runs:
         require_axis(run, axis)
+    named = [m for m in metrics or () if not is_glob(m)]
     if metrics:
+        metrics = expand_metrics(runs, metrics)
         check_metrics(runs, metrics)
     chosen = list(metrics) if metrics else shared_metrics(runs)
     if not chosen and len(runs) > 1:
@@ -140,8 +148,9 @@ def compare(runs: Sequence[Run], *, x: str | None = None, metrics: Sequence[str]
                            + (" ..." if len(run.metrics) > 8 else "") for run in runs)
         raise InputError(f"the runs share no metric to compare ({logged}); compare runs that "
                          "log the same metric, or name one each has with --metric")
-    main = chosen[0] if metrics else main_metric(runs)
-    kinds = metric_kinds(_points(runs, chosen), named=list(metrics or ()) + [main or ""])
+    main = (named[0] if named and chosen[0] == named[0] else _leading(runs, chosen)) \
+        if metrics else main_metric(runs)
+    kinds = metric_kinds(_points(runs, chosen), named=named + [main or ""])
     curves = _ordered([m for m in chosen if kinds[m] != TOTAL], main, kinds)
     given = smooth if isinstance(smooth, Smoothing) else parse_smoothing(smooth)
     span = _x_range(runs, axis)
@@ -160,7 +169,16 @@ def compare(runs: Sequence[Run], *, x: str | None = None, metrics: Sequence[str]
                       bands=aggregate(aligned, grouping), smoothing=smoothing,
                       proposed_axis=proposed, finding_list=findings, verdict=verdict,
                       totals=totals(runs, [m for m in chosen if kinds[m] == TOTAL]),
-                      kinds=kinds, curve=curve)
+                      kinds=kinds, curve=curve, differs=differences(runs))
+
+
+def _leading(runs: Sequence[Run], chosen: Sequence[str]) -> str:
+    """The main metric of a glob's metrics: the one a comparison leads with when it is among
+    them (eval loss, else train loss), else the first quality metric, else the first."""
+    preferred = main_metric(runs)
+    if preferred in chosen:
+        return preferred  # type: ignore[return-value]
+    return next((m for m in chosen if metric_kind(m) == QUALITY), chosen[0])
 
 
 def _points(runs: Sequence[Run], metrics: Sequence[str]) -> dict[str, int]:

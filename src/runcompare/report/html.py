@@ -5,7 +5,8 @@ Top to bottom: the title (the runs' names, or "N runs" past :data:`SWEEP` runs),
 (the same text as the terminal's first lines and ``--json``), the batch hierarchy (each
 number's source in a popover, rows where the runs differ marked) or, for a sweep, the
 leaderboard (runs ranked by the verdict's metric at the common budget, with their hierarchy
-and the settings that differ); then the main metric large and a grid of small multiples (the
+and the hyperparameters that differ), else "what differs" (the hyperparameters that differ,
+keys down); then the main metric large and a grid of small multiples (the
 learning rate first, then the other quality metrics and the diagnostics), each with its log-y
 toggle and a caption naming curves that coincide; then findings (grouped by code in a sweep),
 the end-of-run totals, the race table of the quality metrics, the schedules and diagnostics,
@@ -105,7 +106,7 @@ def render_report(comparison: Comparison) -> str:
         f'<p id="rc-verdict" class="verdict">{e(verdict(comparison))}</p>',
         _pointer(comparison),
         sections.leaderboard(comparison, top, PALETTE) if sweep
-        else sections.batch_table(comparison.runs),
+        else sections.batch_table(comparison.runs) + sections.differs(comparison),
         _controls(comparison, smoothing.describe(comparison.x), charts, top),
         *(_figure(i, c) for i, c in enumerate(charts[:1])),
         '<div class="grid">' + "".join(_figure(i + 1, c) for i, c in enumerate(charts[1:]))

@@ -10,19 +10,33 @@ from rich.table import Table
 from rich.text import Text
 
 from ..batch import BatchPlan
-from ..display import fmt, terminal_text
+from ..display import fmt, listing, terminal_text
 from ..model import Finding
+from .grouped import group_findings
 
 __all__ = ["print_findings", "print_plan"]
 
 
-def print_findings(console: Console, findings: Sequence[Finding]) -> None:
-    """One line per finding: level, code, run and message."""
-    styles = {"error": "bold red", "warning": "yellow", "info": "dim"}
+_STYLES = {"error": "bold red", "warning": "yellow", "info": "dim"}
+
+
+def print_findings(console: Console, findings: Sequence[Finding], *,
+                   grouped: bool = False) -> None:
+    """One line per finding: level, code, run and message; ``grouped`` (a sweep): one line per
+    level and code, with how many there are, which runs they concern and the first wording."""
+    if grouped:
+        for group in group_findings(findings):
+            others = len(group.messages) - 1
+            wording = f" (and {others} other wording{'s' if others != 1 else ''})" if others else ""
+            runs = f"; runs: {listing(group.runs)}" if group.runs else ""
+            console.print(Text(terminal_text(
+                f"{group.level} [{group.code}] × {len(group.members):,} ({group.concerns}): "
+                f"{group.messages[0]}{wording}{runs}"), style=_STYLES[group.level]))
+        return
     for finding in findings:
         where = f"{finding.run}: " if finding.run else ""
         console.print(Text(terminal_text(f"{finding.level} [{finding.code}] {where}"
-                                         f"{finding.message}"), style=styles[finding.level]))
+                                         f"{finding.message}"), style=_STYLES[finding.level]))
 
 
 def print_plan(plan: BatchPlan, console: Console) -> None:

@@ -11,20 +11,19 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..analysis import Comparison
+from ..analysis.differs import Difference
 from ..analysis.kinds import QUALITY
-from ..display import fmt
-from ..model import Fact, Finding, Run
-from .terminal import _LEVELS
+from ..display import fmt, setting
+from ..model import Fact, Run
+from .grouped import FindingGroup, group_findings
+from .terminal import _LEVELS, differs_note
 from .verdict import where
 
-__all__ = ["batch_table", "diagnostics", "e", "findings", "footer", "leaderboard", "summary",
-           "throughput", "totals"]
+__all__ = ["batch_table", "diagnostics", "differs", "e", "findings", "footer", "leaderboard",
+           "summary", "throughput", "totals"]
 
 #: Hierarchy rows the leaderboard shows per run (the run's settings, not its totals).
 _SETTINGS = 7
-#: Facts the hierarchy already shows, or that are measurements rather than settings.
-_SHOWN = {"per_device_batch", "grad_accum", "world_size", "seq_len", "global_batch",
-          "tokens_per_step", "name"}
 
 
 def e(value: object) -> str:
@@ -43,6 +42,29 @@ def _number(fact: Fact[Any]) -> str:
     value = fmt(fact.value) if not isinstance(fact.value, str) else fact.value
     return (f'<td><button type="button" class="src" data-src="{e(fact.source)}">'
             f"{e(value)}</button></td>")
+
+
+def _setting(fact: Fact[Any] | None) -> str:
+    """A hyperparameter's value in full, as a button that opens its source."""
+    if fact is None:
+        return f'<td class="unknown">{e(setting(None))}</td>'
+    return (f'<td><button type="button" class="src" data-src="{e(fact.source)}">'
+            f"{e(setting(fact.value))}</button></td>")
+
+
+def differs(comparison: Comparison) -> str:
+    """The hyperparameters that differ between the runs: keys down, runs across (the
+    leaderboard carries them for a sweep); nothing when none differ."""
+    found = comparison.differs
+    if not found:
+        return ""
+    names = [run.name for run in comparison.runs]
+    head = "".join(f"<th>{e(name)}</th>" for name in names)
+    rows = "".join(f"<tr><th>{e(d.key)}</th>{''.join(_setting(d.facts[n]) for n in names)}</tr>"
+                   for d in found.keys)
+    table = f"<table class=differs><tr><th></th>{head}</tr>{rows}</table>"
+    return (f"<h2>What differs</h2>{boxed(table)}<p class=note>{len(found.keys)} "
+            f"hyperparameters differ. Tap a value for its source; {e(differs_note(found))}.</p>")
 
 
 def _differs(facts: Sequence[Fact[Any]]) -> bool:
@@ -73,14 +95,14 @@ def leaderboard(comparison: Comparison, top: Sequence[str], palette: Sequence[st
     runs = {run.name: run for run in comparison.runs}
     order = [n for n in values if n in runs] + [n for n in runs if n not in values]
     levels = _LEVELS[:_SETTINGS]
-    facts = _differing_facts(comparison.runs)
+    settings: list[Difference] = comparison.differs.settings()
     group = {name: g for g, names in comparison.groups.items() for name in names}
     metric = e(verdict.metric) if verdict is not None and verdict.metric else "metric"
     at = e(where(verdict.axis, verdict.budget)) if verdict and verdict.budget is not None else ""
     head = (f"<tr><th>#</th><th>run</th><th>{metric} <small>{at}</small></th>"
             + ("<th>seed group</th>" if group else "")
             + "".join(f"<th>{e(label)}</th>" for label, _ in levels)
-            + "".join(f"<th>{e(key)}</th>" for key in facts) + "</tr>")
+            + "".join(f"<th>{e(d.key)}</th>" for d in settings) + "</tr>")
     rows = []
     for rank, name in enumerate(order, 1):
         run = runs[name]
@@ -93,21 +115,15 @@ def leaderboard(comparison: Comparison, top: Sequence[str], palette: Sequence[st
             f"<td>{e(value)}</td>"
             + (f"<td>{e(group.get(name, ''))}</td>" if group else "")
             + "".join(_number(get(run)) for _, get in levels)
-            + "".join(_number(run.facts.get(key, Fact(None, "not found"))) for key in facts)
+            + "".join(_setting(d.facts[name]) for d in settings)
             + "</tr>")
     return (f"<h2>Leaderboard</h2><div class=\"scroll board\"><table class=board>{head}"
             f"{''.join(rows)}</table></div><p class=note>{len(order)} runs ranked by {metric} "
             f"{at} (the verdict's metric and budget; the smoothed curve for training metrics, "
             f"the values as logged for evals). Settings columns: the batch hierarchy, then "
-            f"every stated setting that differs between runs. Tap a number for its source.</p>")
-
-
-def _differing_facts(runs: Sequence[Run]) -> list[str]:
-    """Settings (from a config or set by the user) whose value is not the same in every run."""
-    keys = sorted({k for run in runs for k, f in run.facts.items()
-                   if f.kind in ("config", "user") and k not in _SHOWN})
-    return [k for k in keys if len({repr(run.facts[k].value) if k in run.facts else None
-                                    for run in runs}) > 1]
+            f"every hyperparameter that differs between runs (the batch keys are in the "
+            f"hierarchy). Tap a number for its source; {e(differs_note(comparison.differs))}."
+            f"</p>")
 
 
 def findings(comparison: Comparison, *, grouped: bool) -> str:
@@ -121,25 +137,22 @@ def findings(comparison: Comparison, *, grouped: bool) -> str:
             f'<li class="{e(f.level)}"><b>{e(f.level)}</b> <code>{e(f.code)}</code> '
             f"{e(f.run + ': ' if f.run else '')}{e(f.message)}</li>" for f in items)
         return f'<h2 id="findings">Findings</h2><ul class=findings>{lines}</ul>'
-    groups: dict[tuple[str, str], list[Finding]] = {}
-    for finding in items:
-        groups.setdefault((finding.level, finding.code), []).append(finding)
-    lines = "".join(_grouped(level, code, members) for (level, code), members in groups.items())
+    groups = group_findings(items)
+    lines = "".join(_grouped(group) for group in groups)
     return (f'<h2 id="findings">Findings</h2><ul class=findings>{lines}</ul>'
             f"<p class=note>{len(items):,} findings in {len(groups)} kinds; open a line for "
             f"the runs it concerns.</p>")
 
 
-def _grouped(level: str, code: str, members: list[Finding]) -> str:
-    runs = list(dict.fromkeys(f.run for f in members if f.run))
-    count = f"{len(runs)} run{'s' if len(runs) != 1 else ''}" if runs else "the comparison"
-    messages = list(dict.fromkeys(f.message for f in members))
+def _grouped(group: FindingGroup) -> str:
+    messages = group.messages
     example = e(messages[0]) + (f" <small>(and {len(messages) - 1} other wordings)</small>"
                                 if len(messages) > 1 else "")
-    listed = ", ".join(e(name) for name in runs)
-    body = f"<details><summary>{example}</summary><p>{listed}</p></details>" if runs else example
-    return (f'<li class="{e(level)}"><b>{e(level)}</b> <code>{e(code)}</code> '
-            f"× {len(members):,} ({count}): {body}</li>")
+    listed = ", ".join(e(name) for name in group.runs)
+    body = (f"<details><summary>{example}</summary><p>{listed}</p></details>" if group.runs
+            else example)
+    return (f'<li class="{e(group.level)}"><b>{e(group.level)}</b> <code>{e(group.code)}</code> '
+            f"× {len(group.members):,} ({group.concerns}): {body}</li>")
 
 
 def throughput(comparison: Comparison) -> str:

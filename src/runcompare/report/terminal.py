@@ -11,13 +11,22 @@ from rich.table import Table
 from rich.text import Text
 
 from ..analysis import Comparison
+from ..analysis.differs import Differences
 from ..analysis.kinds import QUALITY
-from ..display import fmt, terminal_text
+from ..display import fmt, listing, setting, terminal_text
 from ..model import Fact, Run
 from .plan_table import print_findings as _findings
 from .plan_table import print_plan
 
-__all__ = ["fmt", "print_comparison", "print_plan", "print_run"]
+__all__ = ["differs_table", "fmt", "hparams_table", "print_comparison", "print_plan",
+           "print_run"]
+
+#: Characters of a hyperparameter's value a table cell shows (``inspect`` shows all of it).
+_CELL = 40
+#: Characters of a column header a sweep's table keeps on one line (longer ones fold).
+_HEADER = 12
+#: Up to this many runs the "what differs" table has runs across; past it, runs down.
+_ACROSS = 4
 
 #: Rows of the batch-hierarchy table: label and how to get the fact of a run.
 _LEVELS = (
@@ -34,6 +43,12 @@ _LEVELS = (
     ("samples", lambda r: _total(r, "samples")),
     ("tokens", lambda r: _total(r, "tokens")),
 )
+
+
+#: Column headers of the hierarchy when runs are rows (past :data:`_ACROSS` runs); None: a
+#: level left out there (per-device batch and micro-steps are products of the others).
+_SHORT = ("micro", "accum", None, "world", "global", "seq len", "tokens/step", "steps", None,
+          "samples", "tokens")
 
 
 def _derived(value: int | None, source: str) -> Fact[int]:
@@ -68,14 +83,38 @@ def _cell(fact: Fact[int]) -> Text:
     return text
 
 
-def batch_table(runs: Sequence[Run]) -> Table:
-    """Levels down, runs across; each number tagged with its origin (inspect shows sources)."""
+def batch_table(runs: Sequence[Run], *, width: int = 100) -> Table:
+    """Levels down, runs across, each number tagged with its origin (inspect shows sources);
+    past :data:`_ACROSS` runs, runs down and as many levels across as fit in ``width``."""
+    if len(runs) > _ACROSS:
+        return _batch_rows(runs, width)
     table = Table(title="Batch hierarchy", title_justify="left")
     table.add_column("level", no_wrap=True)
     for run in runs:
         table.add_column(terminal_text(run.name), justify="right", overflow="fold")
     for label, get in _LEVELS:
         table.add_row(label, *(_cell(get(run)) for run in runs))
+    return table
+
+
+def _batch_rows(runs: Sequence[Run], width: int) -> Table:
+    """The hierarchy of a sweep: one row per run, numbers only (``inspect`` has sources)."""
+    names = [run.name for run in runs]
+    columns = {label: [fmt(get(run).value) for run in runs]
+               for label, (_, get) in zip(_SHORT, _LEVELS) if label is not None}
+    shown = _fitting([_widest(names)], list(columns.items()), width)
+    table = Table(title=f"Batch hierarchy ({len(runs)} runs)", title_justify="left")
+    table.add_column("run", overflow="fold")
+    for label in shown:
+        table.add_column(label, justify="right", no_wrap=True)
+    for i, name in enumerate(names):
+        table.add_row(terminal_text(name), *(columns[label][i] for label in shown))
+    rest = [label for label in columns if label not in shown]
+    table.caption = terminal_text(
+        (f"not shown at this width: {', '.join(rest)}; " if rest else "")
+        + "per-device batch = micro × accum; `runcompare inspect RUN` has every level with "
+        "its source")
+    table.caption_justify = "left"
     return table
 
 
@@ -97,8 +136,106 @@ def print_run(run: Run, console: Console) -> None:
     console.print(f"format {run.format}; sources {', '.join(run.sources)}; "
                   f"step unit {run.step_unit}; {run.scalars.height:,} points")
     console.print(sources_table(run))
+    if run.hparams:
+        console.print(hparams_table(run))
     console.print(terminal_text(f"metrics: {', '.join(run.metrics)}"))
     _findings(console, run.findings)
+
+
+def hparams_table(run: Run) -> Table:
+    """Every hyperparameter of one run: key, value in full, and the source that holds it."""
+    table = Table(title=f"Hyperparameters ({len(run.hparams)})", title_justify="left")
+    table.add_column("key", overflow="fold")
+    table.add_column("value", overflow="fold")
+    table.add_column("from", style="dim", overflow="fold")
+    for key, fact in sorted(run.hparams.items()):
+        where = fact.source[:-len(key) - 2] if fact.source.endswith(f": {key}") else fact.source
+        table.add_row(terminal_text(key), terminal_text(setting(fact.value)), terminal_text(where))
+    return table
+
+
+def _short(value: object) -> str:
+    text = terminal_text(setting(value))
+    return text if len(text) <= _CELL else text[:_CELL - 1] + "…"
+
+
+def differs_table(comparison: Comparison, *, width: int = 100) -> Table | None:
+    """The hyperparameters that differ between the runs: keys down and runs across for up to
+    :data:`_ACROSS` runs; past that runs down and as many keys across as fit in ``width``,
+    the batch keys (in the hierarchy already) last, the caption naming the rest. None when
+    nothing differs."""
+    differs = comparison.differs
+    if not differs:
+        return None
+    names = [run.name for run in comparison.runs]
+    table = Table(title=f"What differs ({len(differs.keys)} hyperparameters)",
+                  title_justify="left")
+    notes = [differs_note(differs)]
+    if len(names) <= _ACROSS:
+        table.add_column("key", overflow="fold")
+        for name in names:
+            table.add_column(terminal_text(name), overflow="fold")
+        for d in differs.keys:
+            table.add_row(terminal_text(d.key), *(_value(d.facts[n]) for n in names))
+    else:
+        cells = {d.key: [_value(d.facts[n]) for n in names] for d in differs.keys}
+        order = [d.key for d in differs.settings()] + [k for k in cells if k not in
+                                                        {d.key for d in differs.settings()}]
+        shown = _fitting([_widest(names)], [(key, cells[key]) for key in order], width)
+        table.add_column("run", overflow="fold")
+        for key in shown:
+            table.add_column(terminal_text(key), overflow="fold")
+        for i, name in enumerate(names):
+            table.add_row(terminal_text(name), *(cells[key][i] for key in shown))
+        rest = [key for key in order if key not in shown]
+        if rest:
+            notes.insert(0, f"{len(rest)} more keys than fit at this width "
+                            f"({listing(rest, limit=3)}): the report and --json have them all")
+    table.caption = terminal_text("; ".join(notes))
+    table.caption_justify = "left"
+    return table
+
+
+def _value(fact: Fact[object] | None) -> str:
+    return _short(None if fact is None else fact.value)
+
+
+def _widest(texts: Sequence[str], cap: int = 30) -> int:
+    return min(max((len(t) for t in texts), default=1), cap)
+
+
+def _fitting(fixed: Sequence[int], columns: Sequence[tuple[str, Sequence[str]]],
+             width: int) -> list[str]:
+    """The names of the first ``columns`` (name, cells) that fit beside the ``fixed`` column
+    widths in ``width`` characters (each column's border and padding counted); at least one.
+
+    A header longer than :data:`_HEADER` folds onto several lines.
+
+    >>> _fitting([10], [("a", ["1"]), ("b" * 20, ["2"]), ("c", ["3"])], 33)
+    ['a', 'bbbbbbbbbbbbbbbbbbbb']
+    """
+    used = 1 + sum(w + 3 for w in fixed)
+    shown: list[str] = []
+    for name, cells in columns:
+        need = max(min(len(name), _HEADER), _widest(list(cells), cap=_CELL)) + 3
+        if shown and used + need > width:
+            break
+        shown.append(name)
+        used += need
+    return shown
+
+
+def differs_note(differs: Differences) -> str:
+    """What the "what differs" table leaves out, in one sentence (terminal and report)."""
+    notes = []
+    if differs.identity:
+        notes.append(f"names and paths also differ ({listing(differs.identity)})")
+    if differs.partial:
+        notes.append(f"{len(differs.partial)} keys only some runs' logs hold, with one value "
+                     f"({listing(differs.partial, limit=3)})")
+    if any(not d.everywhere for d in differs.keys):
+        notes.append("— : no such key in that run's logs")
+    return "; ".join([*notes, "`runcompare inspect RUN` lists every value with its source"])
 
 
 def print_comparison(comparison: Comparison, console: Console,
@@ -106,14 +243,17 @@ def print_comparison(comparison: Comparison, console: Console,
     """The compare summary: the verdict first, then the batch hierarchy, a race table per
     quality metric, the diagnostics, the end-of-run totals, throughput and findings."""
     console.print(Text(terminal_text(str(comparison)), style="bold"))
-    console.print(batch_table(comparison.runs))
+    console.print(batch_table(comparison.runs, width=console.width))
+    differs = differs_table(comparison, width=console.width)
+    if differs is not None:
+        console.print(differs)
     for metric in comparison.metrics:
         if comparison.kinds.get(metric) == QUALITY:
             console.print(summary_table(comparison, metric))
     diagnostics = diagnostics_table(comparison)
     if diagnostics is not None:
         console.print(diagnostics)
-    totals = totals_table(comparison)
+    totals = totals_table(comparison, width=console.width)
     if totals is not None:
         console.print(totals)
     console.print(throughput_table(comparison))
@@ -124,7 +264,8 @@ def print_comparison(comparison: Comparison, console: Console,
         console.print(terminal_text(f"seed group {name}: {', '.join(members)}"))
     # a run's own info findings (sources merged, points a restart overrode) are for `inspect`
     _findings(console, [f for f in comparison.finding_list
-                        if f.level != "info" or f.run is None])
+                        if f.level != "info" or f.run is None],
+              grouped=len(comparison.runs) > _ACROSS)
     if report:
         console.print(terminal_text(f"report: {report}"))
 
@@ -164,19 +305,36 @@ def diagnostics_table(comparison: Comparison) -> Table | None:
     return table
 
 
-def totals_table(comparison: Comparison) -> Table | None:
-    """End-of-run values: metrics down, runs across."""
+def totals_table(comparison: Comparison, *, width: int = 100) -> Table | None:
+    """End-of-run values: metrics down and runs across; past :data:`_ACROSS` runs, runs down
+    and as many metrics across as fit in ``width`` (the caption names the rest)."""
     totals = comparison.totals
     if totals.is_empty():
         return None
     table = Table(title="End-of-run totals", title_justify="left")
-    table.add_column("metric", no_wrap=True)
     names = [run.name for run in comparison.runs]
-    for name in names:
-        table.add_column(terminal_text(name), justify="right", overflow="fold")
-    for metric in totals.get_column("metric").unique(maintain_order=True).to_list():
-        values = dict(totals.filter(metric=metric).select("run", "value").iter_rows())
-        table.add_row(terminal_text(metric), *(fmt(values.get(name)) for name in names))
+    metrics = totals.get_column("metric").unique(maintain_order=True).to_list()
+    values = {(r, m): v for r, m, v in totals.select("run", "metric", "value").iter_rows()}
+    if len(names) <= _ACROSS:
+        table.add_column("metric", no_wrap=True)
+        for name in names:
+            table.add_column(terminal_text(name), justify="right", overflow="fold")
+        for metric in metrics:
+            table.add_row(terminal_text(metric), *(fmt(values.get((n, metric))) for n in names))
+        return table
+    cells = {m: [fmt(values.get((n, m))) for n in names] for m in metrics}
+    shown = _fitting([_widest(names)], list(cells.items()), width)
+    table.add_column("run", overflow="fold")
+    for metric in shown:
+        table.add_column(terminal_text(metric), justify="right", overflow="fold")
+    for i, name in enumerate(names):
+        table.add_row(terminal_text(name), *(cells[m][i] for m in shown))
+    rest = [m for m in metrics if m not in shown]
+    if rest:
+        table.caption = terminal_text(f"{len(rest)} more metrics than fit at this width "
+                                      f"({listing(rest, limit=3)}): the report and --json have "
+                                      "them all")
+        table.caption_justify = "left"
     return table
 
 

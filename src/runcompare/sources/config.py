@@ -11,10 +11,15 @@ so it never becomes ``per_device_batch`` there, and without ``gradient_accumulat
 the accumulation is ``batch_size // micro_batch_size`` as Axolotl derives it; with
 ``sample_packing`` a "sequence" of ``sequence_len`` tokens holds several packed samples,
 which an info finding says.
+
+:func:`hparams` keeps every key of such a mapping (not only those that name a fact) as a
+fact with its source: the run's hyperparameters, which ``inspect`` lists and ``compare``
+sets side by side ("what differs").
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -25,8 +30,9 @@ import yaml
 from ..errors import InputError
 from ..model import Fact, Finding
 
-__all__ = ["CONFIG_KEYS", "FACT_FIELDS", "config_facts", "facts_from_config", "load_yaml",
-           "nested_facts", "read_config"]
+__all__ = ["CONFIG_KEYS", "FACT_FIELDS", "comparable", "config_facts", "config_hparams",
+           "facts_from_config", "hparams", "load_yaml", "merge_hparams", "nested_facts",
+           "read_config"]
 
 #: Fact name -> the configuration keys that supply it, most specific first.
 CONFIG_KEYS: dict[str, tuple[str, ...]] = {
@@ -123,6 +129,72 @@ def _clean(name: str, value: Any) -> Any:
     return number
 
 
+def hparams(config: Mapping[str, Any], *, where: str) -> dict[str, Fact[Any]]:
+    """Every key of ``config`` as a fact of kind ``config`` whose source is
+    ``"<where>: <key>"``: nested keys joined with ``.``, a list or other non-scalar value kept
+    as its JSON text (a date as its text), a value of None (not set) left out.
+
+    >>> found = hparams({"learning_rate": 3e-3, "report_to": ["wandb"], "model": {"dim": 64},
+    ...                  "warmup_ratio": None}, where="args")
+    >>> {key: fact.value for key, fact in found.items()}
+    {'learning_rate': 0.003, 'report_to': '["wandb"]', 'model.dim': 64}
+    >>> found["model.dim"].source
+    'args: model.dim'
+    """
+    out: dict[str, Fact[Any]] = {}
+    for _, _, key, value in _leaves(config, 0, ""):
+        if value is None:
+            continue
+        if isinstance(value, (list, tuple, set)):
+            value = json.dumps(list(value), default=str, ensure_ascii=False)
+        elif not isinstance(value, (str, int, float, bool)):
+            value = str(value)  # a YAML date, a tag's text
+        out[key] = Fact(value, f"{where}: {key}", "config")
+    return out
+
+
+def comparable(value: Any) -> Any:
+    """A hyperparameter's value as compared across sources and runs: numbers as floats, the
+    text of a number or of true/false as that number or bool (MLflow keeps every param as
+    text), other text as it is.
+
+    >>> comparable("1e-3") == comparable(0.001), comparable("True"), comparable(8)
+    (True, True, 8.0)
+    """
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)):
+        return float(value)
+    text = str(value).strip()
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def merge_hparams(*groups: Mapping[str, Fact[Any]],
+                  run: str | None = None) -> tuple[dict[str, Fact[Any]], list[Finding]]:
+    """One fact per key, the earlier group winning; keys on which a later group disagrees are
+    named in one ``hparam-conflict`` warning (none when they all agree)."""
+    merged: dict[str, Fact[Any]] = {}
+    clashes: list[str] = []
+    for group in groups:
+        for key, fact in group.items():
+            held = merged.setdefault(key, fact)
+            if held is not fact and comparable(held.value) != comparable(fact.value):
+                clashes.append(f"{key} {held.value} ({held.source}) but {fact.value} "
+                               f"({fact.source})")
+    if not clashes:
+        return merged, []
+    shown = "; ".join(clashes[:3]) + (f"; and {len(clashes) - 3} more" if len(clashes) > 3
+                                      else "")
+    return merged, [Finding("warning", "hparam-conflict",
+                            f"the sources disagree on {len(clashes)} hyperparameter(s): {shown}; "
+                            "each is shown as the first source gives it", run)]
+
+
 def nested_facts(config: Mapping[str, Any], *, where: str,
                  kind: str = "config") -> dict[str, Fact[Any]]:
     """:func:`facts_from_config` over a nested config or one with path keys.
@@ -212,6 +284,15 @@ def config_facts(file: Path) -> dict[str, Fact[Any]]:
     Raises :class:`InputError` when the file is missing, not YAML or not a mapping.
     """
     return read_config(file)[0]
+
+
+def config_hparams(file: Path) -> dict[str, Fact[Any]]:
+    """Every key of a YAML config (``--config FILE``, an Axolotl config) as :func:`hparams`;
+    raises :class:`InputError` like :func:`read_config`."""
+    if not file.is_file():
+        raise InputError(f"{file}: no such config file")
+    config = load_yaml(file)
+    return hparams(config, where=file.name) if isinstance(config, Mapping) else {}
 
 
 def read_config(file: Path) -> tuple[dict[str, Fact[Any]], list[Finding]]:

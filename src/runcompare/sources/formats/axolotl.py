@@ -24,7 +24,7 @@ import polars as pl
 
 from ...errors import InputError
 from ...model import RAW_SCHEMA, Finding, RawLog
-from ..config import load_yaml, read_config
+from ..config import config_hparams, load_yaml, read_config
 from ..format import Format
 
 __all__ = ["FORMAT", "files", "read"]
@@ -75,7 +75,7 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
                                 "--config FILE"))
     empty = pl.DataFrame(schema=RAW_SCHEMA)
     return RawLog(path=path, scalars=empty, step_unit="optimizer", facts=facts,
-                  findings=findings, files=found)
+                  findings=findings, files=found, hparams=config_hparams(found[0]))
 
 
 FORMAT = Format(

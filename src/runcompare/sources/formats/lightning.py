@@ -33,7 +33,7 @@ import polars as pl
 
 from ...errors import InputError
 from ...model import RAW_SCHEMA, Fact, Finding, RawLog
-from ..config import load_yaml, nested_facts
+from ..config import hparams, load_yaml, nested_facts
 from ..format import Format
 from ..naming import LIGHTNING, canonical_names
 from ..textlog import lines as _lines
@@ -119,14 +119,15 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
                          "version folder, or give the folder to `runcompare` to compare them all")
     folder = runs[0]
     scalars, aliases, findings = _read_metrics(folder / METRICS)
-    facts, fact_findings = _facts(folder, hints or {})
+    facts, settings, fact_findings = _facts(folder, hints or {})
     findings += fact_findings
     findings.append(Finding("info", "step-offset",
                             f"{folder / METRICS}: Lightning counts steps from 0 (logged before "
                             "the optimizer step just done is counted); runcompare adds 1, so "
                             "step = optimizer updates done"))
     return RawLog(path=path, scalars=scalars, step_unit="optimizer",
-                  facts=facts, findings=findings, files=files(folder), aliases=aliases)
+                  facts=facts, findings=findings, files=files(folder), aliases=aliases,
+                  hparams=settings)
 
 
 def _read_metrics(file: Path) -> tuple[pl.DataFrame, dict[str, str], list[Finding]]:
@@ -192,24 +193,27 @@ def _bad_lines(file: Path, lines: list[int], width: int) -> Finding:
                    f"(line {shown}{more}); skipped them")
 
 
-def hparams_facts(file: Path) -> dict[str, Fact[Any]]:
-    """Facts of kind ``config`` from a Lightning ``hparams.yaml`` (any logger writes one, the
-    TensorBoardLogger too); raises :class:`InputError` for a file that is not YAML."""
+def hparams_facts(file: Path) -> tuple[dict[str, Fact[Any]], dict[str, Fact[Any]]]:
+    """Facts of kind ``config`` and every key (:func:`~..config.hparams`) of a Lightning
+    ``hparams.yaml`` (any logger writes one, the TensorBoardLogger too); raises
+    :class:`InputError` for a file that is not YAML."""
     config = load_yaml(file)
-    return nested_facts(config, where=file.name) if isinstance(config, Mapping) else {}
+    if not isinstance(config, Mapping):
+        return {}, {}
+    return nested_facts(config, where=file.name), hparams(config, where=file.name)
 
 
-def _facts(folder: Path, hints: Mapping[str, object]) -> tuple[dict[str, Fact[Any]],
-                                                               list[Finding]]:
+def _facts(folder: Path, hints: Mapping[str, object]) -> tuple[
+        dict[str, Fact[Any]], dict[str, Fact[Any]], list[Finding]]:
     file = folder / HPARAMS
     if not file.is_file():
-        return {}, [Finding("info", "no-config",
-                            f"{folder}: no {HPARAMS}; pass the batch settings with --set "
-                            "(per_device_batch, grad_accum, world_size, seq_len)")]
+        return {}, {}, [Finding("info", "no-config",
+                                f"{folder}: no {HPARAMS}; pass the batch settings with --set "
+                                "(per_device_batch, grad_accum, world_size, seq_len)")]
     try:
-        facts = hparams_facts(file)
+        facts, settings = hparams_facts(file)
     except InputError as exc:
-        return {}, [Finding("warning", "damaged-input", f"{exc}; read the points without it")]
+        return {}, {}, [Finding("warning", "damaged-input", f"{exc}; read the points without it")]
     findings = []
     if "grad_accum" not in facts and "grad_accum" not in hints:
         findings.append(Finding(
@@ -217,7 +221,7 @@ def _facts(folder: Path, hints: Mapping[str, object]) -> tuple[dict[str, Fact[An
             f"{file} has no accumulate_grad_batches: Lightning saves only the module's "
             "save_hyperparameters(), not Trainer(accumulate_grad_batches=, devices=, "
             "num_nodes=); if they were not 1, pass --set RUN:grad_accum=N and world_size=N"))
-    return facts, findings
+    return facts, settings, findings
 
 
 FORMAT = Format(

@@ -40,7 +40,7 @@ import polars as pl
 
 from ...errors import InputError
 from ...model import Fact, Finding, RawLog
-from ..config import facts_from_config
+from ..config import facts_from_config, hparams
 from ..format import Format
 from ..textlog import layout as _layout
 from ..textlog import lines as _lines
@@ -225,10 +225,12 @@ def _assemble(path: Path, logs: list[Path], train: pl.DataFrame, other: pl.DataF
     finding = _lines.unparsed_finding(logs[0] if len(logs) == 1 else path, bad,
                                       "Megatron-LM log lines")
     findings += [finding] if finding else []
-    facts, more = _facts(logs, train, other)
+    config = _arguments(other)
+    facts, more = _facts(logs, train, config)
     return RawLog(path=path, scalars=scalars, step_unit="optimizer",
                   facts=facts, findings=findings + more, files=logs, aliases=aliases,
-                  leg_starts=_leg_starts(train, other))
+                  leg_starts=_leg_starts(train, other),
+                  hparams=hparams(config, where=f"{logs[0].name}: arguments"))
 
 
 def _train_name(key: str) -> str:
@@ -290,12 +292,17 @@ def _validation(other: pl.DataFrame, train: pl.DataFrame) -> tuple[pl.DataFrame,
     return points, bad.select("line", "pos", "text")
 
 
-def _facts(logs: list[Path], train: pl.DataFrame,
-           other: pl.DataFrame) -> tuple[dict[str, Fact[Any]], list[Finding]]:
+def _arguments(other: pl.DataFrame) -> dict[str, str]:
+    """The ``key ... value`` lines of the first arguments banner, as printed."""
     args = other.filter(pl.col("text").str.contains(" ...", literal=True)).with_columns(
         pl.col("text").str.extract_groups(_ARG).alias("a")).unnest("a")
-    args = args.filter(pl.col("key").is_not_null()).unique("key", keep="first")
-    config = dict(args.select("key", "value").iter_rows())
+    args = args.filter(pl.col("key").is_not_null()).unique("key", keep="first",
+                                                           maintain_order=True)
+    return dict(args.select("key", "value").iter_rows())
+
+
+def _facts(logs: list[Path], train: pl.DataFrame,
+           config: dict[str, str]) -> tuple[dict[str, Fact[Any]], list[Finding]]:
     where = f"{logs[0].name}: arguments"
     facts = facts_from_config(config, where=where)
     findings = []

@@ -33,7 +33,7 @@ import polars as pl
 
 from ...errors import InputError
 from ...model import RAW_SCHEMA, Finding, RawLog
-from ..config import load_yaml, nested_facts
+from ..config import hparams, load_yaml, nested_facts
 from ..format import Format
 from ..naming import LIGHTNING, TRAINER, canonical_names
 from ..textlog import lines as _lines
@@ -130,7 +130,7 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
     return RawLog(path=path, scalars=scalars, step_unit="optimizer",
                   facts=nested_facts(record.params, where=where), findings=findings,
                   files=files(root), aliases={t: k for k, t in names.items() if t != k},
-                  name=record.name)
+                  name=record.name, hparams=hparams(record.params, where=where))
 
 
 def _seconds(ms: pl.Expr) -> pl.Expr:

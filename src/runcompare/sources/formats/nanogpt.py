@@ -34,7 +34,7 @@ import polars as pl
 
 from ...errors import InputError
 from ...model import Fact, RawLog
-from ..config import facts_from_config
+from ..config import facts_from_config, hparams
 from ..format import Format
 from ..textlog import layout as _layout
 from ..textlog import lines as _lines
@@ -92,7 +92,7 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None,
     finding = _lines.unparsed_finding(logs[0], bad, "nanoGPT iter/step lines")
     return RawLog(path=path, scalars=scalars, step_unit="optimizer",
                   facts=_facts(rows, logs), findings=findings + ([finding] if finding else []),
-                  files=logs, aliases=_ALIASES)
+                  files=logs, aliases=_ALIASES, hparams=_hparams(rows, logs))
 
 
 def _parse(frame: pl.DataFrame) -> pl.DataFrame:
@@ -146,10 +146,20 @@ def _iter_line_layout(sample: str) -> Layout | None:
     return _layout.checked(sample, program, columns, _parse)
 
 
+def _config(rows: pl.DataFrame) -> dict[str, str]:
+    """The config values the log printed (the last of a key printed twice), quotes removed."""
+    config = rows.filter(pl.col("key").is_not_null()).unique("key", keep="last",
+                                                             maintain_order=True)
+    return {key: value.strip("'\"") for key, value in config.select("key", "value").iter_rows()}
+
+
+def _hparams(rows: pl.DataFrame, logs: list[Path]) -> dict[str, Fact[Any]]:
+    return hparams(_config(rows), where=f"{logs[0].name}: config")
+
+
 def _facts(rows: pl.DataFrame, logs: list[Path]) -> dict[str, Fact[Any]]:
     where = logs[0].name
-    config = rows.filter(pl.col("key").is_not_null()).unique("key", keep="last")
-    values = {key: value.strip("'\"") for key, value in config.select("key", "value").iter_rows()}
+    values = _config(rows)
     facts: dict[str, Fact[Any]] = {}
     for key, name in _CONFIG_KEYS.items():
         found = facts_from_config({name: values.get(key)}, where="")

@@ -56,7 +56,7 @@ import polars as pl
 from ...errors import InputError, NoLogsFoundError
 from ...model import RAW_SCHEMA, Fact, Finding, RawLog
 from ..codecs.files import read_file
-from ..config import facts_from_config
+from ..config import facts_from_config, hparams
 from ..format import Format
 from ._tfevents import EventFile, decode
 
@@ -151,7 +151,8 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
                                 "steps (compare on --x epoch)"))
     return RawLog(path=path, scalars=scalars, step_unit=unit,
                   facts=_facts(legs.order), findings=findings,
-                  files=[d.path for d in legs.order], leg_starts=legs.starts, aliases=aliases)
+                  files=[d.path for d in legs.order], leg_starts=legs.starts, aliases=aliases,
+                  hparams=_hparams(legs.order))
 
 
 def _epoch_axis(scalars: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, str]]:
@@ -291,6 +292,16 @@ def _facts(order: list[_Decoded]) -> dict[str, Fact[Any]]:
         facts.update(facts_from_config(args, where=f"tensorboard {ARGS_TAG}", kind="config"))
     facts.update(_rates(order))
     return facts
+
+
+def _hparams(order: list[_Decoded]) -> dict[str, Fact[Any]]:
+    """Every key of the hparams plugin's values and of the latest leg's TrainingArguments (those
+    win a key both hold, as in :func:`_facts`)."""
+    found: dict[str, Fact[Any]] = {}
+    for d in order:
+        found.update(hparams(d.events.hparams, where="tensorboard hparams"))
+    found.update(hparams(_args(order) or {}, where=f"tensorboard {ARGS_TAG}"))
+    return found
 
 
 def _rates(order: list[_Decoded]) -> dict[str, Fact[Any]]:

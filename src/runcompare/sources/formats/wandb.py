@@ -22,7 +22,7 @@ import polars as pl
 
 from ...errors import InputError
 from ...model import Fact, Finding, RawLog
-from ..config import facts_from_config, nested_facts
+from ..config import facts_from_config, hparams, nested_facts
 from ..format import Format
 from ._wandb_run import RUN_DIR, SIDE_FILES, Leg, decode_leg, wandb_file
 from ._wandb_steps import LOG_STEP, history_scalars
@@ -140,7 +140,7 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
     return RawLog(path=path, scalars=scalars, step_unit=unit,
                   facts=_facts(readable, scalars, chosen),
                   findings=findings + step_findings, files=files(path),
-                  aliases={}, name=_display_name(readable))
+                  aliases={}, name=_display_name(readable), hparams=_hparams(readable))
 
 
 def output_lines(path: Path) -> list[str]:
@@ -207,6 +207,16 @@ def _facts(legs: list[Leg], scalars: pl.DataFrame, step: str) -> dict[str, Fact[
     if start is not None:
         facts["start_time"] = Fact(start, "wandb run record: start_time", "logged")
     return facts
+
+
+def _hparams(legs: list[Leg]) -> dict[str, Fact[Any]]:
+    """Every key of the run config (later legs win), then of ``files/config.yaml`` where the
+    config record lacks it; W&B's own ``_wandb`` entry left out."""
+    found: dict[str, Fact[Any]] = {}
+    for where, attr in (("wandb config.yaml", "config_yaml"), ("wandb config", "config")):
+        merged = {k: v for leg in legs for k, v in getattr(leg, attr).items() if k != "_wandb"}
+        found.update(hparams(merged, where=where))
+    return found
 
 
 def _gpu_hint(legs: list[Leg]) -> dict[str, Fact[Any]]:
