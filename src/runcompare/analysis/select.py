@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..errors import UnknownMetricError, UsageError
@@ -23,9 +23,10 @@ __all__ = ["choose", "expand_metrics", "is_glob", "select_runs"]
 _GLOB = re.compile(r"[*?\[]")
 
 
-def is_glob(metric: str) -> bool:
-    """Whether ``--metric`` was given a glob (``*``, ``?`` or ``[``) rather than a name."""
-    return _GLOB.search(metric) is not None
+def is_glob(metric: str, available: Iterable[str] = ()) -> bool:
+    """Whether ``--metric`` was given a glob (``*``, ``?`` or ``[``) rather than a name: a
+    metric of ``available`` named so (a name from a log may hold ``[``) is a name."""
+    return _GLOB.search(metric) is not None and metric not in set(available)
 
 
 def select_runs(runs: Sequence[Run], patterns: Sequence[str]) -> list[Run]:
@@ -66,7 +67,7 @@ def expand_metrics(runs: Sequence[Run], metrics: Sequence[str]) -> list[str]:
     available = sorted({m for run in runs for m in run.metrics})
     out: list[str] = []
     for metric in metrics:
-        if not is_glob(metric):
+        if not is_glob(metric, available):
             out.append(metric)
             continue
         found = [m for m in available if fnmatch.fnmatchcase(m, metric)]
