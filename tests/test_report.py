@@ -12,7 +12,7 @@ import pytest
 import runcompare as rc
 from runcompare.report.html import render_report
 
-from .conftest import SAMPLES
+from .conftest import DATA, SAMPLES
 
 
 def _comparison(*paths, **kwargs):
@@ -151,3 +151,19 @@ def test_a_sweep_leads_with_a_leaderboard_and_groups_its_findings(sweep):
     drawn = sum(len(t["y"]) for c in data["charts"] for t in c["traces"])
     logged = sum(run.scalars.height for run in sweep.runs)
     assert drawn <= logged and len(page.encode()) < 15e6
+
+
+def test_seed_bands_follow_the_axis_switch_where_the_seeds_agree():
+    """Three real seeds of one configuration (tests/data/hf_seeds): the band is on every axis
+    the seeds share point for point (16 sequences of 64 tokens a step), and on none where they
+    disagree (their wall-clock)."""
+    seeds = DATA / "hf_seeds"
+    comparison = rc.compare(rc.load_many([seeds / f"lr1e-3_seed{i}" for i in (1, 2, 3)]),
+                            x="step")
+    charts = {c["metric"]: c for c in _data(render_report(comparison))["charts"]}
+    band = charts["eval/loss"]["bands"][0]
+    assert band["group"] == "lr1e-3" and band["n"] == 3
+    assert band["x"]["step"] == [10, 20, 30, 40]
+    assert band["x"]["samples"] == [160, 320, 480, 640]
+    assert band["x"]["tokens"] == [10240, 20480, 30720, 40960]
+    assert "elapsed" not in band["x"] and "wall_time" not in band["x"]
