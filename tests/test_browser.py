@@ -319,3 +319,14 @@ def test_static_figures_are_drawn_with_the_browsers_networking_off(tmp_path, mon
     for drawn in ("recorded.png", "closed.png"):
         data = (tmp_path / drawn).read_bytes()
         assert static.is_figure(tmp_path / drawn) and len(set(_decode_png(data))) > 5
+
+
+def test_charts_resize_with_the_window(browser, report):
+    tab = _open(browser, report.path, width=1400)
+    width = "() => document.querySelector('#chart-0 .main-svg').getBoundingClientRect().width"
+    wide = tab.evaluate(width)
+    tab.set_viewport_size({"width": 700, "height": 900})
+    tab.wait_for_function(f"({width})() < {wide} - 100")
+    narrow = tab.evaluate(width)
+    assert narrow <= 700 and tab.evaluate("document.documentElement.scrollWidth") <= 700
+    tab.close()
