@@ -400,3 +400,43 @@ def test_load_many_on_a_database_gives_one_run_per_run_row():
     runs = rc.load_many([DB.parent], settings=["world_size=1"], cache=False)
     assert [r.format for r in runs] == ["mlflow"] * 3
     assert [r.batch.global_batch.value for r in runs] == [8, 4, 8]
+
+
+def test_the_page_reader_reads_every_table_as_sqlite_does():
+    from runcompare.sources.codecs.sqlite_pages import Database
+
+    pages = Database(DB.read_bytes())
+    with sqlite3.connect(f"file:{DB}?immutable=1", uri=True) as conn:
+        for name in pages.tables:
+            table = pages.table(name)
+            rows = conn.execute(f'SELECT * FROM "{name}"').fetchall()
+            assert sorted(map(tuple, table.rows), key=repr) == sorted(rows, key=repr), name
+            assert table.lost_pages == 0
+    conn.close()
+
+
+@pytest.mark.parametrize("kept", [0.95, 0.9, 0.8, 0.7])
+def test_a_database_cut_short_keeps_the_rows_of_its_surviving_pages(tmp_path, kept):
+    """The real database cut (SQLite refuses every query on it): the runs are read page by
+    page, each point one the whole file holds, with a damaged-input warning."""
+    whole = set(_all_points(DB))
+    cut = tmp_path / "mlflow.db"
+    data = DB.read_bytes()
+    cut.write_bytes(data[:int(len(data) * kept)])
+    with pytest.raises(sqlite3.DatabaseError, match="malformed"):
+        sqlite3.connect(f"file:{cut}?immutable=1", uri=True).execute(
+            "SELECT count(*) FROM metrics").fetchone()
+    points = set(_all_points(cut))
+    assert points and points <= whole
+    if kept >= 0.9:
+        assert points == whole  # the metrics' pages lie before the cut
+    raw = REGISTRY["mlflow"].read_at(mlflow.expand(cut)[0])
+    message = {f.code: f.message for f in raw.findings}["damaged-input"]
+    assert "SQLite refuses this database" in message and "read page by page" in message
+
+
+def test_a_database_cut_before_its_tables_is_still_a_clear_error(tmp_path):
+    cut = tmp_path / "mlflow.db"
+    cut.write_bytes(DB.read_bytes()[:4096])
+    with pytest.raises(InputError, match=r"mlflow\.db: cannot be read as an MLflow SQLite"):
+        _all_points(cut)
