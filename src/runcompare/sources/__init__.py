@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..display import did_you_mean
 from ..errors import InputError, NoLogsFoundError, UsageError
-from .codecs.files import LFS_POINTER, lfs_message, may_read, passed_over
+from .codecs.files import LFS_POINTER, files_in, lfs_message, may_read, passed_over
 from .format import Format, settle_claims
 from .formats import (
     axolotl,
@@ -111,10 +111,8 @@ def unreadable(path: Path) -> str | None:
 
 def _lfs_pointer(path: Path) -> str | None:
     """What to say when ``path`` (or a file in the folder ``path``) is a Git LFS pointer."""
-    candidates = [path] if path.is_file() else sorted(path.iterdir()) if path.is_dir() else []
+    candidates = [path] if path.is_file() else files_in(path)  # no FIFO: it never answers
     for file in candidates[:200]:
-        if not file.is_file():  # a folder, or a FIFO that would never answer
-            continue
         try:
             with file.open("rb") as handle:
                 message = lfs_message(file, handle.read(len(LFS_POINTER)))

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from ...errors import InputError
 
-__all__ = ["LFS_POINTER", "Buffer", "lfs_message", "may_read", "passed_over", "read_file",
+__all__ = ["LFS_POINTER", "Buffer", "files_in", "folders_in", "lfs_message", "may_read",
+           "passed_over", "read_file",
            "refuse_lfs_pointer", "writable"]
 
 #: What the decoders read: ``bytes``, or a writable buffer with the same slicing and searching
@@ -46,6 +47,45 @@ def refuse_lfs_pointer(file: Path, start: bytes) -> None:
     message = lfs_message(file, start)
     if message is not None:
         raise InputError(message)
+
+
+def files_in(folder: Path) -> list[Path]:
+    """The regular files in ``folder`` (or links to one), in name order; [] when it is no
+    folder or cannot be listed."""
+    return [folder / name for name, kind in _listing(folder) if kind == "file"]
+
+
+def folders_in(folder: Path) -> list[Path]:
+    """The folders in ``folder`` (or links to one), in name order."""
+    return [folder / name for name, kind in _listing(folder) if kind == "folder"]
+
+
+def _listing(folder: Path) -> tuple[tuple[str, str], ...]:
+    try:
+        stat = folder.stat()
+    except OSError:
+        return ()
+    return _entries(str(folder), stat.st_mtime_ns, stat.st_ino)
+
+
+@lru_cache(maxsize=1 << 10)
+def _entries(folder: str, _mtime: int, _inode: int) -> tuple[tuple[str, str], ...]:
+    """(name, ``file`` / ``folder`` / ``other``) of each entry of ``folder`` in name order; kept
+    for the folder's mtime, which an entry added, removed or renamed changes, so the formats
+    that look at one folder in turn (a sweep's folder of 5,000 logs) list it once."""
+    try:
+        with os.scandir(folder) as listing:
+            entries = [(entry.name, _kind(entry)) for entry in listing]
+    except OSError:
+        return ()
+    return tuple(sorted(entries))
+
+
+def _kind(entry: os.DirEntry[str]) -> str:
+    try:
+        return "file" if entry.is_file() else "folder" if entry.is_dir() else "other"
+    except OSError:  # a link in a loop
+        return "other"
 
 
 def passed_over(root: Path, *, depth: int = 8, limit: int = 20_000) -> list[str]:

@@ -35,6 +35,7 @@ import polars as pl
 
 from ...errors import InputError
 from ...model import Finding
+from ..codecs.files import files_in
 from ..codecs.sqlite_pages import Database, NotSqlite, Table
 
 __all__ = ["METRIC_SCHEMA", "RunRecord", "databases", "is_database", "pending", "read_run",
@@ -78,7 +79,7 @@ def databases(path: Path) -> list[Path]:
         return [path] if is_database(path) else []
     if not path.is_dir():
         return []
-    return [f for f in sorted(path.iterdir()) if f.suffix in SUFFIXES and is_database(f)]
+    return [f for f in files_in(path) if f.suffix in SUFFIXES and is_database(f)]
 
 
 def is_database(file: Path) -> bool:

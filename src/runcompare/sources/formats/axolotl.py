@@ -24,6 +24,7 @@ import polars as pl
 
 from ...errors import InputError
 from ...model import RAW_SCHEMA, Finding, RawLog
+from ..codecs.files import files_in
 from ..config import config_hparams, load_yaml, read_config
 from ..format import Format
 
@@ -43,7 +44,7 @@ def files(path: Path) -> list[Path]:
         return [path] if _is_axolotl(path) else []
     if not path.is_dir():
         return []
-    candidates = sorted(p for p in path.iterdir() if p.suffix in _SUFFIXES)
+    candidates = [p for p in files_in(path) if p.suffix in _SUFFIXES]
     return [p for p in candidates if p.name not in _NOT_AXOLOTL and _is_axolotl(p)]
 
 

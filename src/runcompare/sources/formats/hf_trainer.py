@@ -23,7 +23,7 @@ import polars as pl
 
 from ...errors import InputError
 from ...model import RAW_SCHEMA, Fact, Finding, RawLog
-from ..codecs.files import LFS_POINTER, lfs_message
+from ..codecs.files import LFS_POINTER, folders_in, lfs_message
 from ..format import Format
 from ..naming import canonical
 
@@ -118,7 +118,7 @@ def expand(path: Path) -> list[Path]:
         return [path]
     if not path.is_dir():
         return []
-    return sorted(child for child in path.iterdir() if child.is_dir() and files(child))
+    return [child for child in folders_in(path) if files(child)]
 
 
 def _order(state: Path) -> int:

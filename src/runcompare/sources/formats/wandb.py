@@ -22,6 +22,7 @@ import polars as pl
 
 from ...errors import InputError
 from ...model import Fact, Finding, RawLog
+from ..codecs.files import folders_in
 from ..config import facts_from_config, hparams, nested_facts
 from ..format import Format
 from ._wandb_run import RUN_DIR, SIDE_FILES, Leg, decode_leg, wandb_file
@@ -96,8 +97,8 @@ def run_folders(path: Path) -> list[Path]:
 
 def _run_folders_in(folder: Path) -> list[Path]:
     seen: dict[Path, Path] = {}
-    for child in sorted(folder.iterdir()):
-        if RUN_DIR.match(child.name) and child.is_dir():
+    for child in folders_in(folder):
+        if RUN_DIR.match(child.name):
             seen.setdefault(child.resolve(), child)
     return sorted(seen.values(), key=lambda f: (f.name.split("run-", 1)[1], f.name))
 

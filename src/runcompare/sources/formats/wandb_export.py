@@ -35,6 +35,7 @@ import polars as pl
 
 from ...errors import InputError
 from ...model import Finding, RawLog
+from ..codecs.files import files_in
 from ..format import Format
 from ..textlog import lines as _lines
 from ._wandb_history import with_values
@@ -123,8 +124,7 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
 def _exports(path: Path) -> dict[Path, tuple[str, list[str]]]:
     """The export files at ``path`` (the file itself, or the files directly in a folder), each
     with its kind and header (:func:`_kind`)."""
-    candidates = [path] if path.is_file() else (
-        sorted(p for p in path.iterdir() if p.is_file()) if path.is_dir() else [])
+    candidates = [path] if path.is_file() else files_in(path)
     kinds = {p: _kind(p) for p in candidates if p.suffix.lower() in _SUFFIXES}
     return {p: (kind, header) for p, (kind, header) in kinds.items() if kind}
 
@@ -181,7 +181,7 @@ def _panel_root(path: Path) -> tuple[list[Path], str] | None:
         return None
     run = _decode(path.name)
     candidates = [parent] if parent.is_file() else (
-        sorted(p for p in parent.iterdir() if p.is_file() and p.suffix.lower() == ".csv"))
+        [p for p in files_in(parent) if p.suffix.lower() == ".csv"])
     panels = {file: header for file in candidates
               for kind, header in [_kind(file)] if kind == "panel" and run in _panel_runs(header)}
     if not panels or len({header[0] for header in panels.values()}) > 1:

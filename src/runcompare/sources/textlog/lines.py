@@ -39,7 +39,7 @@ import polars as pl
 
 from ...errors import InputError, UsageError
 from ...model import RAW_SCHEMA, Finding
-from ..codecs.files import LFS_POINTER, refuse_lfs_pointer, writable
+from ..codecs.files import LFS_POINTER, files_in, refuse_lfs_pointer, writable
 from . import layout as _layout
 from .layout import Layout
 
@@ -170,29 +170,27 @@ def log_files(path: Path, claims: Callable[[str], bool]) -> list[Path]:
     if path.is_file():
         candidates = [] if _is_wandb_file(path) else [path]
     else:
-        try:
-            stat = path.stat()
-        except OSError:
-            return []
-        if not path.is_dir():
-            return []
-        candidates = [path / name for name in _folder_logs(str(path), stat.st_mtime_ns,
-                                                           stat.st_ino)]
+        candidates = _folder_logs(path)
     return [p for p in candidates if claims(head(p))]
 
 
+def _folder_logs(folder: Path) -> list[Path]:
+    """The log files in ``folder`` (:func:`log_files`), in natural name order."""
+    try:
+        stat = folder.stat()
+    except OSError:
+        return []
+    return list(_logs_in(folder, stat.st_mtime_ns, stat.st_ino))
+
+
 @lru_cache(maxsize=1 << 10)
-def _folder_logs(folder: str, _mtime: int, _inode: int) -> tuple[str, ...]:
-    """The names of the log files in ``folder`` (:func:`log_files`), in natural order; kept
-    for the folder's mtime, which a file added, removed or renamed changes, so the text formats
-    that look at one folder in turn list it once."""
-    if _in_wandb_run(Path(folder)):  # once for the folder's files, not once each
+def _logs_in(folder: Path, _mtime: int, _inode: int) -> tuple[Path, ...]:
+    """:func:`_folder_logs`, kept for the folder's mtime (an entry added, removed or renamed
+    changes it), so the text formats that look at one folder in turn list it once."""
+    if _in_wandb_run(folder):  # once for the folder's files, not once each
         return ()
-    with os.scandir(folder) as entries:
-        names = [entry.name for entry in entries
-                 if os.path.splitext(entry.name)[1] in LOG_SUFFIXES
-                 and entry.name not in _WANDB_DEBUG and _is_file(entry)]
-    return tuple(sorted(names, key=_natural))
+    return tuple(sorted((file for file in files_in(folder) if file.suffix in LOG_SUFFIXES
+                         and file.name not in _WANDB_DEBUG), key=lambda file: _natural(file.name)))
 
 
 def logs_at(path: Path, claims: Callable[[str], bool], *, missing: str) -> list[Path]:
@@ -309,14 +307,6 @@ def record_lines(file: Path) -> tuple[pl.DataFrame, list[Finding]]:
 def _non_blank(frame: pl.DataFrame) -> pl.DataFrame:
     text = pl.col("text").str.strip_chars_end("\r")
     return frame.select("line", text).filter(text.str.strip_chars() != "")
-
-
-def _is_file(entry: os.DirEntry[str]) -> bool:
-    """Whether ``entry`` is a regular file or a link to one (False for a link in a loop)."""
-    try:
-        return entry.is_file()
-    except OSError:
-        return False
 
 
 def _natural(name: str) -> list[object]:
