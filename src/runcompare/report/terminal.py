@@ -243,10 +243,10 @@ def print_comparison(comparison: Comparison, console: Console,
     """The compare summary: the verdict first, then the batch hierarchy, a race table per
     quality metric, the diagnostics, the end-of-run totals, throughput and findings."""
     console.print(Text(terminal_text(str(comparison)), style="bold"))
-    console.print(batch_table(comparison.runs, width=console.width))
+    _print_table(console, batch_table(comparison.runs, width=console.width))
     differs = differs_table(comparison, width=console.width)
     if differs is not None:
-        console.print(differs)
+        _print_table(console, differs)
     for metric in comparison.metrics:
         if comparison.kinds.get(metric) == QUALITY:
             console.print(summary_table(comparison, metric))
@@ -255,7 +255,7 @@ def print_comparison(comparison: Comparison, console: Console,
         console.print(diagnostics)
     totals = totals_table(comparison, width=console.width)
     if totals is not None:
-        console.print(totals)
+        _print_table(console, totals)
     console.print(throughput_table(comparison))
     if comparison.x != comparison.proposed_axis:
         console.print(f"fair axis for these runs: {comparison.proposed_axis} "
@@ -303,6 +303,15 @@ def diagnostics_table(comparison: Comparison) -> Table | None:
         table.add_row(terminal_text(row["metric"]), terminal_text(row["run"]), fmt(row["final"]),
                       fmt(row["at_common_budget"]))
     return table
+
+
+def _print_table(console: Console, table: Table) -> None:
+    """``table``, then its caption as a line of the console's width (a caption wraps at the
+    table's, a narrow column of text under a narrow table)."""
+    note, table.caption = table.caption, None
+    console.print(table)
+    if note:
+        console.print(Text(str(note), style="dim"))
 
 
 def totals_table(comparison: Comparison, *, width: int = 100) -> Table | None:
