@@ -82,7 +82,7 @@ def _load(paths: list[Path], source: str | None, settings: list[str] | None,
     with _reading() as progress:
         return load_many(paths, source=source, settings=settings or (), duplicates=duplicates,
                          cache=not no_cache, progress=progress, config=config,
-                         pattern=pattern)
+                         pattern=pattern, workers=None)
 
 
 @contextlib.contextmanager
