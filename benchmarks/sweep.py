@@ -36,7 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from sweep_data import make  # noqa: E402
+from sweep_data import make
 
 TIMER = """
 import json, sys, time
@@ -53,15 +53,15 @@ if __name__ == "__main__":
 
 READERS = {
     "runcompare cold": ("import runcompare",
-                        "sum(r.scalars.height for r in runcompare.load_many([folder], "
-                        "workers=None))"),
+                        ("sum(r.scalars.height for r in runcompare.load_many([folder], "
+                        "workers=None))")),
     "json.load + pandas": (
         "import pandas",
-        "sum(len(pandas.DataFrame(json.load(open(p / 'trainer_state.json'))['log_history']))"
-        " for p in sorted(folder.iterdir()) if p.is_dir())"),
+        ("sum(len(pandas.DataFrame(json.load(open(p / 'trainer_state.json'))['log_history']))"
+        " for p in sorted(folder.iterdir()) if p.is_dir())")),
     "tbparse": ("from tbparse import SummaryReader",
-                "sum(len(SummaryReader(str(p)).scalars) for p in sorted(folder.iterdir()) "
-                "if p.is_dir())"),
+                ("sum(len(SummaryReader(str(p)).scalars) for p in sorted(folder.iterdir()) "
+                "if p.is_dir())")),
 }
 READERS["runcompare warm"] = READERS["runcompare cold"]
 
@@ -85,7 +85,7 @@ def main() -> None:
 
 def _has(module: str) -> bool:
     return subprocess.run([sys.executable, "-c", f"import {module}"],
-                          capture_output=True).returncode == 0
+                          check=False, capture_output=True).returncode == 0
 
 
 def _rounds(folder: Path, contenders: list[str], rounds: int) -> dict[str, list[dict]]:
@@ -108,7 +108,8 @@ def _time(name: str, folder: Path, cache: Path) -> dict:
     env = {"XDG_CACHE_HOME": str(cache), "PATH": "/usr/bin:/bin"}
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", TIMER.format(imports=imports, read=read),
-                           str(folder)], capture_output=True, text=True, env=env)
+                           str(folder)], check=False, capture_output=True, text=True,
+                          env=env)
     wall = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"{name} failed: {done.stderr.strip().splitlines()[-1]}")
@@ -125,7 +126,7 @@ def _report(title: str, results: dict[str, list[dict]], peer: str) -> None:
     print(f"  {'':20} {'read, median (min–max)':>28} {'whole process':>28}  rows read")
     for name, rows in results.items():
         print(f"  {name:20} {_spread([r['seconds'] for r in rows]):>28} "
-              f"{_spread([r['process'] for r in rows]):>28}  {rows[0]["points"]:,}")
+              f"{_spread([r['process'] for r in rows]):>28}  {rows[0]['points']:,}")
     cold = statistics.median(r["seconds"] for r in results["runcompare cold"])
     cold_process = statistics.median(r["process"] for r in results["runcompare cold"])
     if peer in results:

@@ -260,7 +260,8 @@ def export(
     done = export_runs(loaded, output, format=fmt, x=x, force=force)
     unit = f"; each step is {TB_STEP_UNITS[x]}" if x in TB_STEP_UNITS else ""
     typer.echo(terminal_text(f"wrote {done.points:,} points of {done.runs} run(s) as "
-                             f"{done.format} to {done.path} ({len(done.files)} file(s)){unit}"))
+                             f"{done.format} to {done.url or done.path} ({len(done.files)} "
+                             f"file(s)){unit}"))
 
 
 HtmlOpt = Annotated[Path | None, typer.Option(

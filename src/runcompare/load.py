@@ -16,6 +16,7 @@ from .errors import InputError, MissingInfoError, NoLogsFoundError, RuncompareEr
 from .legs import resolve_legs
 from .model import Fact, Finding, Leg, RawLog, Run
 from .parallel import run_all, workers_for
+from .remote import localize, origin, remote_url
 from .resolve import merge_facts, parse_settings, read_sidecar, resolve_batch, user_fact
 from .sources import REGISTRY, Format, detect, unreadable
 from .sources.config import config_facts, config_hparams, merge_hparams
@@ -36,10 +37,11 @@ def load(path: str | Path, *, name: str | None = None, source: str | None = None
     user = {key: user_fact(key, value, source="load()") for key, value in facts.items()}
     if name is not None:
         user["name"] = Fact(name, "load()", "user")
-    path = Path(path)
+    mirrors: dict[Path, str] = {}
+    path = _local(path, mirrors)
     raws, findings = _read_all(detect(path, source=source), path, cache, _hints(path, user))
     name = (user.get("name") or Fact(None, "")).value or _folder_name(path)
-    return _build(path, name, user, raws, findings, duplicates)
+    return _remote([_build(path, name, user, raws, findings, duplicates)], mirrors)[0]
 
 
 def load_many(paths: Iterable[str | Path], *, source: str | None = None,
@@ -68,8 +70,10 @@ def load_many(paths: Iterable[str | Path], *, source: str | None = None,
     common.update(per_run.pop(None, {}))
     stated = config_facts(Path(config)) if config is not None else {}
     settings_of = config_hparams(Path(config)) if config is not None else {}
-    roots = [root for path in paths for root in (
-        expand(Path(path), source=source) if pattern is None else [_given(Path(path))])]
+    mirrors: dict[Path, str] = {}
+    local = [_local(path, mirrors) for path in paths]
+    roots = [root for path in local for root in (
+        expand(path, source=source) if pattern is None else [_given(path)])]
     shown = _unique([name for _, name, _ in roots], [root for root, _, _ in roots])
     _check_addressed(per_run, [name for _, name, _ in roots], shown)
     tasks = [_Task(root, name, from_source, unique,
@@ -88,7 +92,25 @@ def load_many(paths: Iterable[str | Path], *, source: str | None = None,
     if unknown:
         raise UsageError(f"--set names no run called {', '.join(sorted(unknown))}; the runs "
                          f"are {', '.join(names)}")
-    return [_final(task, read, name, skipped) for (task, read), name in zip(staged, names)]
+    return _remote([_final(task, read, name, skipped)
+                    for (task, read), name in zip(staged, names)], mirrors)
+
+
+def _local(path: str | Path, mirrors: dict[Path, str]) -> Path:
+    """``path``, or the local mirror of the remote run it names (noted in ``mirrors``)."""
+    url = remote_url(path)
+    if url is None:
+        return Path(path)
+    local = localize(url)
+    mirrors[local] = url
+    return local
+
+
+def _remote(runs: list[Run], mirrors: dict[Path, str]) -> list[Run]:
+    """Each run read from a mirror carries the URL it came from."""
+    for run in runs if mirrors else ():
+        run.origin = origin(run.path, mirrors)
+    return runs
 
 
 @dataclass(frozen=True)
