@@ -65,6 +65,9 @@ NoCache = Annotated[bool, typer.Option("--no-cache", help="Reread every file.")]
 PatternOpt = Annotated[str | None, typer.Option(
     "--pattern", help="A regular expression with named groups (step or iter, and one per "
     "metric) for text logs no other source reads; implies --source text.")]
+SchedulerOpt = Annotated[str | None, typer.Option(
+    "--scheduler", metavar="ADDRESS", help="Read the runs on the Dask cluster of this scheduler "
+    "(e.g. tcp://10.0.0.5:8786; needs runcompare[dask]) instead of local processes.")]
 ConfigOpt = Annotated[Path | None, typer.Option(
     "--config", help="A training config (e.g. Axolotl YAML) whose facts apply to every run.")]
 
@@ -77,12 +80,12 @@ def _console() -> Console:
 
 def _load(paths: list[Path], source: str | None, settings: list[str] | None,
           duplicates: str, no_cache: bool, config: Path | None,
-          pattern: str | None) -> list[Run]:
+          pattern: str | None, scheduler: str | None = None) -> list[Run]:
     """The runs the shared reading options describe, with a progress bar on a terminal."""
     with _reading() as progress:
         return load_many(paths, source=source, settings=settings or (), duplicates=duplicates,
                          cache=not no_cache, progress=progress, config=config,
-                         pattern=pattern, workers=None)
+                         pattern=pattern, workers=None, scheduler=scheduler)
 
 
 @contextlib.contextmanager
@@ -158,12 +161,13 @@ def compare(
     no_cache: NoCache = False,
     config: ConfigOpt = None,
     pattern: PatternOpt = None,
+    scheduler: SchedulerOpt = None,
 ) -> None:
     """Compare runs: the verdict first, then batch hierarchy, summary, totals, findings; and
     the HTML report."""
     from .analysis.select import choose
 
-    loaded = _load(runs, source, settings, duplicates, no_cache, config, pattern)
+    loaded = _load(runs, source, settings, duplicates, no_cache, config, pattern, scheduler)
     comparison = choose(loaded, patterns=runs_like or (), top=top, x=x, metrics=metric or None,
                         smooth=smooth, target=target,
                         groups=parse_groups(group or (), loaded) or None)
@@ -254,9 +258,10 @@ def export(
     no_cache: NoCache = False,
     config: ConfigOpt = None,
     pattern: PatternOpt = None,
+    scheduler: SchedulerOpt = None,
 ) -> None:
     """Write every point of the runs as a parquet dataset, CSV, JSON lines or TensorBoard events."""
-    loaded = _load(runs, source, settings, duplicates, no_cache, config, pattern)
+    loaded = _load(runs, source, settings, duplicates, no_cache, config, pattern, scheduler)
     done = export_runs(loaded, output, format=fmt, x=x, force=force)
     unit = f"; each step is {TB_STEP_UNITS[x]}" if x in TB_STEP_UNITS else ""
     typer.echo(terminal_text(f"wrote {done.points:,} points of {done.runs} run(s) as "

@@ -48,7 +48,8 @@ def load_many(paths: Iterable[str | Path], *, source: str | None = None,
               settings: Iterable[str] = (), duplicates: str = "keep-last", cache: bool = True,
               progress: Callable[[int, int, str], None] | None = None,
               config: str | Path | None = None, pattern: str | None = None,
-              workers: int | None = 1, **facts: Any) -> list[Run]:
+              workers: int | None = 1, scheduler: str | None = None,
+              **facts: Any) -> list[Run]:
     """Read the runs under ``paths`` (a folder of several runs gives one run per subfolder).
 
     ``settings`` are ``--set`` strings (``KEY=VALUE`` for every run, ``RUN:KEY=VALUE`` for the
@@ -61,7 +62,8 @@ def load_many(paths: Iterable[str | Path], *, source: str | None = None,
     :data:`~runcompare.parallel.MIN_TASKS` runs per core, as the command line does; the
     default 1 reads them in this process), with the same runs in the same order as one
     process reads them. Worker processes import the main module again, so a script that asks
-    for them keeps its work under ``if __name__ == "__main__":``.
+    for them keeps its work under ``if __name__ == "__main__":``. ``scheduler`` (a Dask
+    scheduler's address) reads them on that cluster instead, with the same result.
     """
     if pattern is not None and source not in (None, "text"):
         raise UsageError(f"--pattern reads with the text source, not {source!r}")
@@ -80,7 +82,7 @@ def load_many(paths: Iterable[str | Path], *, source: str | None = None,
                    {**common, **per_run.get(name, {}), **per_run.get(unique, {})},
                    source, pattern, cache, duplicates, stated, settings_of, len(roots) == 1)
              for (root, name, from_source), unique in zip(roots, shown)]
-    done = run_all(_stage, tasks, workers=workers_for(len(tasks), workers),
+    done = run_all(_stage, tasks, workers=workers_for(len(tasks), workers), scheduler=scheduler,
                    progress=None if progress is None else lambda n: progress(
                        n, len(tasks), tasks[min(n, len(tasks) - 1)].unique))
     staged = [(task, read) for task, read in zip(tasks, done) if not isinstance(read, Finding)]
