@@ -316,3 +316,21 @@ def test_static_figures_are_drawn_with_the_browsers_networking_off(tmp_path, mon
     for drawn in ("recorded.png", "closed.png"):
         data = (tmp_path / drawn).read_bytes()
         assert static.is_figure(tmp_path / drawn) and len(set(_decode_png(data))) > 5
+
+
+def test_a_sweep_draws_its_hyperparameters_as_parallel_coordinates(browser, tmp_path):
+    """Nine real HF runs: the chart draws one line per ranked run through the differing
+    hyperparameters, without console errors or requests; no page scrolls sideways at 420."""
+    runs = rc.load_many([DATA / "hf_seeds", DATA / "hf_tokens", DATA / "hf_v4_accum4",
+                         DATA / "hf_wd0.1_adafactor"], settings=["seq_len=64"])
+    report = write_report(rc.compare(runs), tmp_path / "sweep.html")
+    for width in (1200, 420):
+        tab = _open(browser, report, width=width)
+        tab.wait_for_function("document.querySelectorAll('#rc-parcoords .parcoords').length")
+        labels = tab.eval_on_selector_all("#rc-parcoords .axis-title", "e => e.map(x => "
+                                          "x.textContent)")
+        assert "learning_rate" in labels and "optim" in labels
+        assert labels[-1] == "eval/loss at the budget"
+        assert tab.evaluate("document.documentElement.scrollWidth <= innerWidth")
+        assert tab.errors == [] and all(u.startswith(("file:", "data:")) for u in tab.requests)
+        tab.close()
