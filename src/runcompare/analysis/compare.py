@@ -100,7 +100,8 @@ def compare(runs: Sequence[Run], *, x: str | None = None, metrics: Sequence[str]
     axis = x or proposed
     for run in runs:
         require_axis(run, axis)
-    named = [m for m in metrics or () if not is_glob(m)]
+    logged = {m for run in runs for m in run.metrics}
+    named = [m for m in metrics or () if not is_glob(m) or m in logged]
     if metrics:
         metrics = expand_metrics(runs, metrics)
         check_metrics(runs, metrics)

@@ -54,7 +54,8 @@ def select_runs(runs: Sequence[Run], patterns: Sequence[str]) -> list[Run]:
 
 def expand_metrics(runs: Sequence[Run], metrics: Sequence[str]) -> list[str]:
     """``metrics`` with each glob (``train/*``, ``eval/?oss``, ``[te]*/loss``) replaced by the
-    metrics any run logged that it matches, in name order; a plain name stays as it is.
+    metrics any run logged that it matches, in name order; a plain name, or the name of a
+    logged metric (which may hold ``[`` or ``*``), stays as it is.
 
     Raises :class:`UnknownMetricError` for a glob that matches no metric.
 
@@ -66,7 +67,7 @@ def expand_metrics(runs: Sequence[Run], metrics: Sequence[str]) -> list[str]:
     available = sorted({m for run in runs for m in run.metrics})
     out: list[str] = []
     for metric in metrics:
-        if not is_glob(metric):
+        if not is_glob(metric) or metric in available:  # a logged name may hold [ or *
             out.append(metric)
             continue
         found = [m for m in available if fnmatch.fnmatchcase(m, metric)]
