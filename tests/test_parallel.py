@@ -59,3 +59,19 @@ def test_progress_counts_every_run_as_it_is_done(sweep):
     rc.load_many(_paths(sweep), settings=["seq_len=64"], workers=2,
                  progress=lambda done, total, name: seen.append((done, total)))
     assert seen == [(n, 19) for n in range(20)]
+
+
+def test_a_name_freed_by_a_run_that_cannot_be_read_is_the_same(tmp_path):
+    """a/lr1e-3_seed1 and b/lr1e-3_seed1 would be told apart by their folders, but b's cannot
+    be read: the one run left is named lr1e-3_seed1, in workers as in one process."""
+    shutil.copytree(DATA / "hf_seeds" / "lr1e-3_seed1", tmp_path / "a" / "lr1e-3_seed1")
+    broken = tmp_path / "b" / "lr1e-3_seed1"
+    broken.mkdir(parents=True)
+    (broken / "trainer_state.json").write_text("{not json")  # hand-written damage
+    paths = [tmp_path / "a" / "lr1e-3_seed1", broken]
+    one = rc.load_many(paths, cache=False)
+    two = rc.load_many(paths, cache=False, workers=2)
+    assert [r.name for r in one] == [r.name for r in two] == ["lr1e-3_seed1"]
+    assert two[0].to_json() == one[0].to_json() and two[0].scalars.equals(one[0].scalars)
+    assert [f.code for f in two[0].findings] == [f.code for f in one[0].findings]
+    assert "run-skipped" in [f.code for f in one[0].findings]
