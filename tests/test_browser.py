@@ -330,3 +330,21 @@ def test_charts_resize_with_the_window(browser, report):
     narrow = tab.evaluate(width)
     assert narrow <= 700 and tab.evaluate("document.documentElement.scrollWidth") <= 700
     tab.close()
+
+
+def test_a_sweep_draws_its_hyperparameters_as_parallel_coordinates(browser, tmp_path):
+    """Nine real HF runs: the chart draws one line per ranked run through the differing
+    hyperparameters, without console errors or requests; no page scrolls sideways at 420."""
+    runs = rc.load_many([DATA / "hf_seeds", DATA / "hf_tokens", DATA / "hf_v4_accum4",
+                         DATA / "hf_wd0.1_adafactor"], settings=["seq_len=64"])
+    report = write_report(rc.compare(runs), tmp_path / "sweep.html")
+    for width in (1200, 420):
+        tab = _open(browser, report, width=width)
+        tab.wait_for_function("document.querySelectorAll('#rc-parcoords .parcoords').length")
+        labels = tab.eval_on_selector_all("#rc-parcoords .axis-title", "e => e.map(x => "
+                                          "x.textContent)")
+        assert "learning_rate" in labels and "optim" in labels
+        assert labels[-1] == "eval/loss at the budget"
+        assert tab.evaluate("document.documentElement.scrollWidth <= innerWidth")
+        assert tab.errors == [] and all(u.startswith(("file:", "data:")) for u in tab.requests)
+        tab.close()

@@ -143,3 +143,30 @@ def test_hyperparameters_survive_the_cache():
     first = rc.load(LR1)
     again = rc.load(LR1)  # from the cache entry the first read wrote
     assert again.hparams == first.hparams and set(again.hparams) == _training_arguments(LR1)
+
+
+def test_a_sweeps_report_draws_the_differing_hyperparameters_against_the_metric():
+    """Nine real runs: a parallel-coordinates axis per differing key every run holds, text
+    values as ticks, the verdict's metric at the budget last and as the colour."""
+    runs = rc.load_many([SEEDS, DATA / "hf_tokens", DATA / "hf_v4_accum4", OPTIM],
+                        settings=["seq_len=64"])
+    comparison = compare(runs)
+    page = render_report(comparison)
+    block = re.search(r'<script type="application/json" id="rc-data">(.*?)</script>', page,
+                      re.DOTALL).group(1)
+    lines = json.loads(block)["parcoords"]
+    assert 'id="rc-parcoords"' in page
+    order = lines["runs"]
+    assert order == list(comparison.verdict.run_values)  # ranked, best first
+    axes = {d["label"]: d for d in lines["dimensions"]}
+    assert axes["learning_rate"]["values"] == [
+        {"lr1e-3": 0.001}.get(name[:6], 0.003) for name in order]
+    optim = axes["optim"]
+    assert optim["ticktext"] == ["adafactor", "adamw_torch", "adamw_torch_fused"]
+    assert [optim["ticktext"][v] for v in optim["values"]] == [
+        runs[[r.name for r in runs].index(name)].hparams["optim"].value for name in order]
+    assert axes["weight_decay"]["values"] == [0.1 if name == "hf_wd0.1_adafactor" else 0.01
+                                              for name in order]
+    metric = lines["dimensions"][-1]
+    assert metric["label"] == "eval/loss at the budget"
+    assert metric["values"] == lines["color"] == [comparison.verdict.run_values[n] for n in order]

@@ -94,3 +94,20 @@ def test_top_of_all_runs_or_more_is_the_plain_comparison():
 def test_top_zero_is_a_usage_error(cli):
     result = cli(SEEDS, "--top", "0", "--no-report")
     assert result.exit_code == 2 and result.stderr == "error: --top 0: give a number of runs ≥ 1\n"
+
+
+def test_a_logged_name_holding_glob_characters_is_that_metric(cli, tmp_path):
+    """A real trainer_state.json whose eval key is renamed to hold [ and * (hand-edited)."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(SEEDS / "lr1e-3_seed1", run, ignore=shutil.ignore_patterns("runs"))
+    state = json.loads((run / "trainer_state.json").read_text())
+    for entry in state["log_history"]:
+        if "eval_loss" in entry:
+            entry["eval_loss[*]"] = entry.pop("eval_loss")
+    (run / "trainer_state.json").write_text(json.dumps(state))
+    shutil.rmtree(run / "checkpoint-40")
+    data = cli.json(run, "--metric", "eval/loss[*]", "--no-report",
+                    "--source", "hf-trainer")
+    assert data["verdict"]["metric"] == "eval/loss[*]"

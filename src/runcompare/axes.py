@@ -225,6 +225,8 @@ def _ramp_samples(ramp: tuple[tuple[int, int], ...], steps: pl.Series) -> pl.Ser
 
 def _elapsed(points: pl.DataFrame) -> pl.Expr:
     """Seconds since the run started, the pauses between resumed legs removed."""
+    if points.get_column("wall_time").null_count() == points.height:  # no wall time logged
+        return pl.lit(None, pl.Float64)
     legs = (points.group_by("leg").agg(start=pl.col("wall_time").min(),
                                        end=pl.col("wall_time").max()).sort("leg"))
     durations = (legs.get_column("end") - legs.get_column("start")).fill_null(0.0)

@@ -93,6 +93,7 @@ def _key(name: str, path: Path, hints: Mapping[str, object]) -> str:
     return f"{name}-{hashlib.sha256(chr(0).join(parts).encode()).hexdigest()[:32]}"
 
 
+@functools.cache
 def _version() -> str:
     try:
         return version("runcompare")

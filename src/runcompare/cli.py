@@ -97,6 +97,9 @@ NoCache = Annotated[bool, typer.Option("--no-cache", help="Reread every file.")]
 PatternOpt = Annotated[str | None, typer.Option(
     "--pattern", metavar="REGEX", help="A regular expression with named groups (step or iter, "
     "and one per metric) for text logs no other source reads; implies --source text.")]
+SchedulerOpt = Annotated[str | None, typer.Option(
+    "--scheduler", metavar="ADDRESS", help="Read the runs on the Dask cluster of this scheduler "
+    "(e.g. tcp://10.0.0.5:8786; needs runcompare[dask]) instead of local processes.")]
 ConfigOpt = Annotated[Path | None, typer.Option(
     "--config", metavar="FILE",
     help="A training config (e.g. Axolotl YAML) whose facts apply to every run.")]
@@ -144,14 +147,15 @@ def _note(text: str, quiet: bool) -> None:
 
 def _load(paths: list[Path], source: str | None, settings: list[str] | None,
           duplicates: str, no_cache: bool, config: Path | None,
-          pattern: str | None, quiet: bool = False) -> list[Run]:
+          pattern: str | None, quiet: bool = False,
+          scheduler: str | None = None) -> list[Run]:
     """The runs the shared reading options describe, with a progress bar on a terminal."""
     from .load import load_many
 
     with _reading(quiet) as progress:
         return load_many(paths, source=source, settings=settings or (), duplicates=duplicates,
                          cache=not no_cache, progress=progress, config=config,
-                         pattern=pattern)
+                         pattern=pattern, workers=None, scheduler=scheduler)
 
 
 @contextlib.contextmanager
@@ -246,6 +250,7 @@ def compare(
     pattern: PatternOpt = None,
     quiet: Quiet = False,
     verbose: Verbose = False,
+    scheduler: SchedulerOpt = None,
 ) -> None:
     """Compare runs: the verdict first, then batch hierarchy, summary, totals, findings; and
     the HTML report."""
@@ -253,7 +258,8 @@ def compare(
     from .analysis.select import choose
     from .report import default_report_path, print_comparison, write_figures, write_report
 
-    loaded = _load(runs, source, settings, duplicates, no_cache, config, pattern, quiet)
+    loaded = _load(runs, source, settings, duplicates, no_cache, config, pattern, quiet,
+                   scheduler)
     comparison = choose(loaded, patterns=runs_like or (), top=top, x=x, metrics=metric or None,
                         smooth=smooth, target=target,
                         groups=parse_groups(group or (), loaded) or None)
@@ -382,17 +388,19 @@ def export(
     pattern: PatternOpt = None,
     quiet: Quiet = False,
     verbose: Verbose = False,
+    scheduler: SchedulerOpt = None,
 ) -> None:
     """Write every point of the runs as a parquet dataset, CSV, JSON lines or TensorBoard events."""
     from .export import TB_STEP_UNITS
     from .export import export as export_runs
 
-    loaded = _load(runs, source, settings, duplicates, no_cache, config, pattern, quiet)
+    loaded = _load(runs, source, settings, duplicates, no_cache, config, pattern, quiet,
+                   scheduler)
     done = export_runs(loaded, output, format=fmt, x=x, force=force)
     unit = f"; each step is {TB_STEP_UNITS[x]}" if x in TB_STEP_UNITS else ""
     if not quiet:
         typer.echo(terminal_text(f"wrote {done.points:,} points of {done.runs} run(s) as "
-                                 f"{done.format} to {done.path} ({len(done.files)} file(s))"
+                                 f"{done.format} to {done.url or done.path} ({len(done.files)} file(s))"
                                  f"{unit}"))
     if verbose:
         for file in done.files:

@@ -35,9 +35,9 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 from urllib.parse import quote
 
 import polars as pl
@@ -46,6 +46,7 @@ from .display import did_you_mean
 from .errors import InputError, MissingInfoError, UsageError
 from .model import SCALAR_SCHEMA, Run
 from .outputs import claim, head
+from .remote import remote_url, upload
 from .tb_writer import TB_AXES, TB_STEP_UNITS, run_folder, whole_steps, write_events, written_here
 
 __all__ = ["FORMATS", "PARQUET_KEY", "TB_STEP_UNITS", "Exported", "encode_name", "export",
@@ -72,6 +73,8 @@ class Exported:
     files: list[Path]
     runs: int
     points: int
+    #: The URL it was uploaded to, for a remote destination (``path`` was the local copy).
+    url: str | None = None
 
 
 def export(runs: Sequence[Run], path: str | Path, *, format: str | None = None,
@@ -89,6 +92,9 @@ def export(runs: Sequence[Run], path: str | Path, *, format: str | None = None,
         export(runs, "runs.parquet").files
     [PosixPath('runs.parquet/run=mamba/part-0.parquet'), PosixPath('runs.parquet/run=attn/...')]
     """
+    url = remote_url(path)
+    if url is not None:  # written here, then uploaded
+        return _uploaded(runs, url, format=format, x=x, force=force)
     out = Path(path)
     fmt = _format(out, format)
     axis = _axis(fmt, x)
@@ -100,6 +106,15 @@ def export(runs: Sequence[Run], path: str | Path, *, format: str | None = None,
     written = _publish(target, lambda staged: write(named, staged))
     return Exported(path=out, format=fmt, files=[out / part for part in written],
                     runs=len(named), points=sum(frame.height for _, frame in named))
+
+
+def _uploaded(runs: Sequence[Run], url: str, **options: Any) -> Exported:
+    """:func:`export` to a local copy, uploaded to ``url``: the result names the URL and the
+    files relative to it."""
+    done = cast(Exported, upload(url, lambda local: export(runs, local, format=options["format"],
+                                                          x=options["x"]),
+                                 force=options["force"]))
+    return replace(done, files=[f.relative_to(done.path) for f in done.files], url=url)
 
 
 def read_export(path: str | Path, *, format: str | None = None) -> pl.DataFrame:

@@ -275,6 +275,8 @@ class Run:
     #: The run's hyperparameters: every configuration key its sources hold, by key, each with
     #: its source (the first source that holds a key gives it; see ``load``).
     hparams: dict[str, Fact[Any]] = field(default_factory=dict)
+    #: The URL the run was read from when it is remote (``path`` is then its local mirror).
+    origin: str | None = None
 
     def __post_init__(self) -> None:
         self.findings = Findings(self.findings)
@@ -327,7 +329,7 @@ class Run:
     def to_json(self) -> dict[str, Any]:
         """The object ``runcompare inspect --json`` prints (DESIGN.md's contract)."""
         return {
-            "name": self.name, "path": str(self.path), "format": self.format,
+            "name": self.name, "path": self.origin or str(self.path), "format": self.format,
             "sources": self.sources, "step_unit": self.step_unit, "batch": self.batch.to_json(),
             "steps": {"optimizer": self.optimizer_steps, "micro": self.micro_steps},
             "samples": self.total("samples"), "tokens": self.total("tokens"),

@@ -55,7 +55,8 @@ def select_runs(runs: Sequence[Run], patterns: Sequence[str]) -> list[Run]:
 
 def expand_metrics(runs: Sequence[Run], metrics: Sequence[str]) -> list[str]:
     """``metrics`` with each glob (``train/*``, ``eval/?oss``, ``[te]*/loss``) replaced by the
-    metrics any run logged that it matches, in name order; a plain name stays as it is.
+    metrics any run logged that it matches, in name order; a plain name, or the name of a
+    logged metric (which may hold ``[`` or ``*``), stays as it is.
 
     Raises :class:`UnknownMetricError` for a glob that matches no metric.
 

@@ -220,6 +220,17 @@ SCRIPT = r"""
     if (event.key === "Escape") { pop.hidden = true; anchor = null; }
   });
   draw(data.x);
+  if (data.parcoords) {
+    const p = data.parcoords;
+    const dims = p.dimensions.map(d => {
+      const out = {label: text(d.label), values: d.values};
+      if (d.ticktext) { out.tickvals = d.tickvals; out.ticktext = d.ticktext.map(text); }
+      return out;
+    });
+    Plotly.react("rc-parcoords", [{type: "parcoords", dimensions: dims,
+      line: {color: p.color, colorscale: "Viridis", showscale: true}}],
+      {margin: {t: 48, r: 60, b: 24, l: 60}}, {displaylogo: false, responsive: true});
+  }
 })();
 """
 

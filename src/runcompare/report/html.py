@@ -40,6 +40,7 @@ from .charts import (
     hidden_points,
     limits,
 )
+from .parcoords import AXES, parcoords
 from .sections import e
 from .verdict import verdict
 
@@ -98,14 +99,15 @@ def render_report(comparison: Comparison) -> str:
     charts = [chart(comparison, m, smoothing, {n: limit[(m, n)] for n in names})
               for m in metrics]
     title = f"{len(names)} runs" if sweep else " vs ".join(names)
+    lines = parcoords(comparison) if sweep else None
     data = {"x": comparison.x, "axes": AXIS_LABELS, "order": list(AXIS_LABELS),
             "charts": charts, "runs": names, "top": top, "palette": list(PALETTE),
-            "few": FEW_POINTS}
+            "few": FEW_POINTS, "parcoords": lines}
     body = "\n".join([
         f"<h1>{e(title)}</h1>",
         f'<p id="rc-verdict" class="verdict">{e(verdict(comparison))}</p>',
         _pointer(comparison),
-        sections.leaderboard(comparison, top, PALETTE) if sweep
+        sections.leaderboard(comparison, top, PALETTE) + _parcoords(lines) if sweep
         else sections.batch_table(comparison.runs) + sections.differs(comparison),
         _controls(comparison, smoothing.describe(comparison.x), charts, top),
         *(_figure(i, c) for i, c in enumerate(charts[:1])),
@@ -146,6 +148,19 @@ def _figure(i: int, drawn: dict[str, Any]) -> str:
             f'data-chart="{i}"> log y</label></div><div class="chart" id="chart-{i}" '
             f'aria-label="{e(drawn["metric"])}"></div><figcaption id="cap-{i}"></figcaption>'
             "</figure>")
+
+
+def _parcoords(lines: dict[str, Any] | None) -> str:
+    """The sweep's hyperparameters against the verdict's metric, one line per run."""
+    if lines is None:
+        return ""
+    left = (f" {lines['left_out']} more differing keys are not drawn (some runs lack them, "
+            f"or past {AXES} axes); the leaderboard has them." if lines["left_out"] else "")
+    return (f"<h2>Hyperparameters against {e(lines['metric'])}</h2>"
+            f'<div class="chart" id="rc-parcoords" aria-label="parallel coordinates"></div>'
+            f"<p class=note>One line per run with a value at the budget, through the "
+            f"hyperparameters that differ, coloured by {e(lines['metric'])} at the budget (the "
+            f"last axis). Drag along an axis to pick runs.{e(left)}</p>")
 
 
 def _pointer(comparison: Comparison) -> str:

@@ -215,26 +215,35 @@ def _skip(text: str, pos: int, chars: str) -> int:
 
 
 def _scalars(history: list[Any]) -> tuple[pl.DataFrame, dict[str, str]]:
-    metrics: list[str] = []
+    """One row per number of each entry with a whole-number step; the keys are named once
+    each (not once per entry), in the order they first appear."""
+    keys: list[str] = []
     values: list[float] = []
     steps: list[int] = []
-    aliases: dict[str, str] = {}
+    numbers = _NUMBERS
     for entry in history:
-        if not isinstance(entry, dict) or not isinstance(entry.get("step"), int):
+        if not isinstance(entry, dict):
+            continue
+        step = entry.get("step")
+        if not isinstance(step, int):
             continue
         for key, value in entry.items():
-            if key in _NOT_METRICS or not _is_number(value):
-                continue
-            name = canonical(key)
-            aliases[name] = key
-            metrics.append(name)
-            values.append(float(value))
-            steps.append(entry["step"])
-    frame = pl.DataFrame({"metric": metrics, "value": values, "step": steps},
-                         schema={k: RAW_SCHEMA[k] for k in ("metric", "value", "step")})
-    frame = frame.with_columns(pl.lit(None, RAW_SCHEMA["wall_time"]).alias("wall_time"),
+            if type(value) in numbers and key not in _NOT_METRICS:
+                keys.append(key)
+                values.append(value)
+                steps.append(step)
+    names = {key: canonical(key) for key in dict.fromkeys(keys)}
+    frame = pl.DataFrame({"metric": pl.Series(keys, dtype=pl.String),
+                          "value": pl.Series(values, dtype=pl.Float64, strict=False),
+                          "step": pl.Series(steps, dtype=pl.Int64)})
+    frame = frame.with_columns(pl.col("metric").replace_strict(names, return_dtype=pl.String),
+                               pl.lit(None, RAW_SCHEMA["wall_time"]).alias("wall_time"),
                                pl.lit(0, RAW_SCHEMA["leg"]).alias("leg"))
-    return frame, aliases
+    return frame, {name: key for key, name in names.items()}
+
+
+#: The types of the numbers JSON holds (``bool`` is not one of them, though it is an int).
+_NUMBERS = frozenset({int, float})
 
 
 def _is_number(value: Any) -> bool:
@@ -248,7 +257,7 @@ def _facts(state: dict[str, Any], history: list[Any], file: Path) -> dict[str, F
         value = state.get(key)
         if _is_number(value) and (value > 0 or key == "global_step"):
             facts[name] = Fact(value, f"{where}: {key}", "logged")
-    summary = next((e for e in reversed(history) if isinstance(e, dict)
+    summary = next((e for e in reversed(history) if isinstance(e, dict) and _RATES[0] in e
                     and all(_is_number(e.get(k)) for k in _RATES)), None)
     if summary is not None:
         for key in _RATES:

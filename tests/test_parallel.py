@@ -1,0 +1,77 @@
+"""Reading runs in worker processes (issue 18, item 1): the same runs, in the same order,
+with the same points, facts and findings as one process reads them; an unreadable run and
+runs that share a name are handled alike. Real HF runs copied into a sweep of 18."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+import runcompare as rc
+from runcompare.analysis import compare
+
+from .conftest import DATA
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    """Six real seed runs three times over, in folders a/, b/ and c/ (so every name is
+    shared by three runs), and one folder whose trainer_state.json is not JSON."""
+    root = tmp_path_factory.mktemp("parallel")
+    for group in "abc":
+        for run in sorted((DATA / "hf_seeds").glob("lr*")):
+            shutil.copytree(run, root / group / run.name)
+    broken = root / "a" / "broken"
+    broken.mkdir()
+    (broken / "trainer_state.json").write_text("{not json")  # hand-written damage
+    return root
+
+
+def _paths(root):
+    return [root / group for group in "abc"]
+
+
+def test_worker_processes_give_what_one_process_gives(sweep):
+    one = rc.load_many(_paths(sweep), settings=["seq_len=64"], cache=False)
+    two = rc.load_many(_paths(sweep), settings=["seq_len=64"], cache=False, workers=2)
+    assert [r.name for r in two] == [r.name for r in one]
+    assert len(one) == 18 and one[0].name == "a/lr1e-3_seed1"  # names made unique
+    for a, b in zip(one, two):
+        assert b.scalars.equals(a.scalars) and b.to_json() == a.to_json()
+        assert b.findings == a.findings and b.hparams == a.hparams
+    skipped = [f for f in one[0].findings if f.code == "run-skipped"]
+    assert len(skipped) == 1 and "broken" in skipped[0].message
+
+
+def test_the_comparison_json_is_the_same(sweep, cli):
+    one = compare(rc.load_many(_paths(sweep), settings=["seq_len=64"]))
+    two = compare(rc.load_many(_paths(sweep), settings=["seq_len=64"], workers=2))
+    assert json.dumps(two.to_json(), sort_keys=True) == json.dumps(one.to_json(), sort_keys=True)
+    via_cli = cli.json(*_paths(sweep), "--set", "seq_len=64", "--no-report")  # auto workers
+    assert [r["name"] for r in via_cli["runs"]] == [r.name for r in one.runs]
+    assert via_cli["verdict"] == one.to_json()["verdict"]
+
+
+def test_progress_counts_every_run_as_it_is_done(sweep):
+    seen = []
+    rc.load_many(_paths(sweep), settings=["seq_len=64"], workers=2,
+                 progress=lambda done, total, name: seen.append((done, total)))
+    assert seen == [(n, 19) for n in range(20)]
+
+
+def test_a_name_freed_by_a_run_that_cannot_be_read_is_the_same(tmp_path):
+    """a/lr1e-3_seed1 and b/lr1e-3_seed1 would be told apart by their folders, but b's cannot
+    be read: the one run left is named lr1e-3_seed1, in workers as in one process."""
+    shutil.copytree(DATA / "hf_seeds" / "lr1e-3_seed1", tmp_path / "a" / "lr1e-3_seed1")
+    broken = tmp_path / "b" / "lr1e-3_seed1"
+    broken.mkdir(parents=True)
+    (broken / "trainer_state.json").write_text("{not json")  # hand-written damage
+    paths = [tmp_path / "a" / "lr1e-3_seed1", broken]
+    one = rc.load_many(paths, cache=False)
+    two = rc.load_many(paths, cache=False, workers=2)
+    assert [r.name for r in one] == [r.name for r in two] == ["lr1e-3_seed1"]
+    assert two[0].to_json() == one[0].to_json() and two[0].scalars.equals(one[0].scalars)
+    assert [f.code for f in two[0].findings] == [f.code for f in one[0].findings]
+    assert "run-skipped" in [f.code for f in one[0].findings]
