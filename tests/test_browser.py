@@ -11,6 +11,7 @@ import os
 import socket
 import struct
 import threading
+import time
 import zlib
 from pathlib import Path
 from types import SimpleNamespace
@@ -313,7 +314,12 @@ def test_static_figures_are_drawn_with_the_browsers_networking_off(tmp_path, mon
     with _recording_proxy() as (url, seen), monkeypatch.context() as patched:
         patched.setattr(static, "_nowhere", lambda: contextlib.nullcontext(url))
         static._draw({tmp_path / "recorded.png": figure})
-    assert "GET http://probe.example/outside.png HTTP/1.1" in seen
+        probe = "GET http://probe.example/outside.png HTTP/1.1"
+        for _ in range(50):  # the proxy's thread may record the request after the drawing ends
+            if probe in seen:
+                break
+            time.sleep(0.1)
+    assert probe in seen
     assert all(line.startswith(("GET http://", "POST http://", "CONNECT ")) for line in seen)
     static._draw({tmp_path / "closed.png": figure})  # the real closed port: drawn, no network
     for drawn in ("recorded.png", "closed.png"):
