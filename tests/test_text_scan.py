@@ -205,8 +205,8 @@ def test_the_benchmark_hf_stdout_reads_the_same(tmp_path, monkeypatch):
 
 
 def _mutated(data: bytes, rng) -> bytes:
-    """``data`` with one kind of damage: a cut, flipped bits, a zeroed stretch, non-UTF-8 or
-    garbage bytes at a line's end, or a line duplicated."""
+    """``data`` with one kind of damage: a cut, flipped bits, a zeroed stretch, non-UTF-8 bytes
+    inside a line or at its end, garbage at a line's end, or a line duplicated."""
     at = rng.randrange(1, len(data))
     kind = rng.randrange(6)
     if kind == 0:
@@ -221,8 +221,9 @@ def _mutated(data: bytes, rng) -> bytes:
         return data[:at] + bytes(min(64, len(data) - at)) + data[at + 64:]
     end = data.find(b"\n", at)
     end = len(data) if end < 0 else end
-    if kind == 3:
-        return data[:end] + b" \xff\xfe\xe2\x82" + data[end:]
+    if kind == 3:  # inside the line (a key, a number) or at its end
+        spot = rng.choice([at, end])
+        return data[:spot] + rng.choice([b"\xff", b"\xc3", b" \xff\xfe\xe2\x82"]) + data[spot:]
     if kind == 4:
         return data[:end] + b" | x: 1.5e| garbage %%" + data[end:]
     start = data.rfind(b"\n", 0, at) + 1
@@ -249,7 +250,7 @@ def test_mutated_logs_read_the_same_with_and_without_the_scanner(read, path, chu
     rng = random.Random(f"{path.name}{chunk}")
     data = (path / "train.log").read_bytes()
     log = tmp_path / "train.log"
-    for _ in range(12):
+    for _ in range(16):
         log.write_bytes(_mutated(data, rng))
         outcomes = []
         for native in (True, False):
