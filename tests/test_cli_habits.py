@@ -162,3 +162,15 @@ def test_no_color_is_honoured():
     plain = _colour_run(("NO_COLOR", "1"))
     assert not _COLOUR.search(plain.stdout + plain.stderr)
     assert "Batch hierarchy" in plain.stdout
+
+
+def test_running_out_of_memory_is_one_clear_line(cli, monkeypatch):
+    import importlib
+
+    def exhausted(*_, **__):
+        raise MemoryError
+    monkeypatch.setattr(importlib.import_module("runcompare.load"), "load_many", exhausted)
+    result = cli("inspect", SAMPLES / "attn")
+    assert result.exit_code == 1
+    assert result.stderr == ("error: ran out of memory; read fewer runs at once, or fewer "
+                             "metrics (--metric), or on a machine with more memory\n")

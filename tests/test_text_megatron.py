@@ -136,3 +136,19 @@ def test_a_unit_separator_on_the_first_line_of_a_chunk_is_cut_not_fatal(tmp_path
     log = tmp_path / "train.log"
     log.write_bytes(b"\x1fgarbage\n" + (RESTART / "train.log").read_bytes())
     assert REGISTRY["megatron"].read_at(log).scalars.height == REGISTRY["megatron"].read_at(RESTART).scalars.height
+
+
+@pytest.mark.parametrize("chunk", [None, 2048])
+def test_chunks_whose_other_lines_are_blank_read_as_the_log(tmp_path, monkeypatch, chunk):
+    """The real log with blank and all-space lines between its train lines (as a job's
+    launcher leaves them): where the scanner takes every train line of a chunk, what is left
+    for the parsers is blank only; the points are the log's."""
+    if chunk:
+        monkeypatch.setattr(_lines, "CHUNK_BYTES", chunk)
+    real = DATA / "text" / "megatron_ramp"
+    spaced = []
+    for index, line in enumerate((real / "train.log").read_text().splitlines()):
+        spaced += [line, "", "   "] if index % 2 else [line]
+    (tmp_path / "train.log").write_text("\n".join(spaced) + "\n")
+    got = REGISTRY["megatron"].read_at(tmp_path).scalars.sort(pl.all())
+    assert got.equals(REGISTRY["megatron"].read_at(real).scalars.sort(pl.all()))

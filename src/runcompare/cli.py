@@ -205,6 +205,10 @@ def _errors(command: F) -> F:
             where = f"{exc.filename}: " if exc.filename else ""
             typer.echo(terminal_text(f"error: {where}{exc.strerror or exc}"), err=True)
             raise typer.Exit(1) from None
+        except MemoryError:
+            typer.echo("error: ran out of memory; read fewer runs at once, or fewer metrics "
+                       "(--metric), or on a machine with more memory", err=True)
+            raise typer.Exit(1) from None
 
     return wrapper  # type: ignore[return-value]
 
