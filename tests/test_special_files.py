@@ -141,7 +141,8 @@ def _open_to_all(root):
         path.chmod(path.stat().st_mode | stat.S_IROTH | (stat.S_IXOTH if path.is_dir() else 0))
 
 
-@pytest.mark.parametrize("kind", ["text", "lightning", "mlflow-file", "jsonl", "tensorboard"])
+@pytest.mark.parametrize("kind", ["text", "lightning", "mlflow-file", "mlflow-db", "jsonl",
+                                  "tensorboard"])
 def test_a_log_this_user_may_not_read_is_named_and_the_rest_is_read(shared_tmp, kind):
     run = shared_tmp / "run"
     shutil.copytree(DATA / "tensorboard" / "tf2", run)
@@ -175,6 +176,8 @@ def test_a_folder_whose_only_log_may_not_be_read_is_a_clear_line(shared_tmp, cli
     run.mkdir()
     shutil.copy(SAMPLES / "attn" / "train.log", run / "train.log")
     _open_to_all(run)
+    warm = shutil.copytree(run, shared_tmp / "warm")
+    cli("inspect", warm, "--no-cache")  # as root first: every module the command needs is imported
     (run / "train.log").chmod(0)
     with _as_nobody():
         result = cli("inspect", run, "--no-cache")
@@ -185,6 +188,8 @@ def test_a_folder_whose_only_log_may_not_be_read_is_a_clear_line(shared_tmp, cli
 def test_a_log_given_that_this_user_may_not_read_is_a_clear_line(shared_tmp, cli):
     log = shared_tmp / "train.log"
     shutil.copy(SAMPLES / "attn" / "train.log", log)
+    warm = shutil.copy(log, shared_tmp / "warm.log")
+    cli("inspect", warm, "--no-cache")  # as root first: every module the command needs is imported
     log.chmod(0)
     with _as_nobody():
         result = cli("inspect", log, "--no-cache")
