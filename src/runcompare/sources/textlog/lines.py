@@ -541,15 +541,20 @@ def _read_chunk(span: tuple[int, int], *, read: Callable[[tuple[int, int]], byte
 def _garbled(data: bytes | memoryview) -> pl.DataFrame:
     """The first line (1-based, in the chunk) holding bytes that are not UTF-8 and how many
     do; no row when every line is UTF-8 (nearly always: one decode tells it)."""
+    if isinstance(data, (bytes, bytearray)) and data.isascii():
+        return _NO_GARBLED  # nearly every log: no decode, no copy
     try:
         str(data, "utf-8")
     except UnicodeDecodeError:
         bad = [index + 1 for index, line in enumerate(bytes(data).split(b"\n"))
                if line.decode("utf-8", "replace") != line.decode("utf-8", "ignore")]
         if bad:
-            return pl.DataFrame({"line": [bad[0]], "n": [len(bad)]},
-                                schema={"line": pl.Int64, "n": pl.Int64})
-    return pl.DataFrame(schema={"line": pl.Int64, "n": pl.Int64})
+            return pl.DataFrame({"line": [bad[0]], "n": [len(bad)]}, schema=_GARBLED)
+    return _NO_GARBLED
+
+
+_GARBLED = {"line": pl.Int64, "n": pl.Int64}
+_NO_GARBLED = pl.DataFrame(schema=_GARBLED)
 
 
 @cache
