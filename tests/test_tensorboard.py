@@ -106,6 +106,15 @@ def test_the_add_hparams_folder_belongs_to_its_run_and_gives_facts():
     assert tf2["per_device_batch"].source == "tensorboard hparams: per_device_train_batch_size"
 
 
+def test_the_add_hparams_folder_given_alone_is_read_as_what_it_holds():
+    # it held no file of the run's own: the end-of-training rates' lookup raised a traceback
+    folder = next(p for p in (TB / "torch_simple").iterdir() if p.is_dir())
+    run = rc.load(folder, cache=False)
+    assert run.metrics == ["hparam/final_loss"]
+    assert run.batch.per_device_batch.value == 4
+    assert run.batch.per_device_batch.source == "tensorboard hparams: batch_size"
+
+
 @pytest.mark.parametrize(("folder", "tags", "steps", "exact"), [
     ("torch_new_style", ["train/loss", "train/loss_f64"], range(0, 50, 5), "train/loss_f64"),
     ("tb_writer", ["train/loss"], range(10), None),

@@ -16,7 +16,7 @@ world size ÷ 3600.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -24,6 +24,9 @@ import polars as pl
 from .display import fmt
 from .errors import MissingInfoError
 from .model import AXIS_METRICS, KEPT_COUNTERS, SCALAR_SCHEMA, BatchConfig, Fact, RawLog
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
 
 __all__ = ["FLOP_COUNTERS", "axis_sources", "flops_at", "normalize", "schedule"]
 
@@ -35,21 +38,21 @@ def axis_sources(raw: RawLog, batch: BatchConfig, *, facts: Mapping[str, Fact[An
                  wall_times: str | None = None) -> dict[str, str]:
     """Where each derived axis of a run comes from: samples and tokens (a logged counter or
     the schedule), elapsed (``wall_times``: who logged them), FLOPs and device-hours."""
-    out = _count_sources(raw, batch)
+    logged = set(raw.scalars.get_column("metric").unique().to_list())
+    out = _count_sources(raw, batch, logged)
     if wall_times is not None:
         out["elapsed"] = f"{wall_times}; seconds since the first logged point"
         world = batch.world_size
         if world.value is not None:
             out["device_hours"] = (f"elapsed × world size {world.value} ({world.source}) "
                                    "÷ 3600")
-    flops = _flops_source(raw, facts or {}, "tokens" in out)
+    flops = _flops_source(raw, facts or {}, "tokens" in out, logged)
     if flops is not None:
         out["flops"] = flops
     return out
 
 
-def _count_sources(raw: RawLog, batch: BatchConfig) -> dict[str, str]:
-    logged = set(raw.scalars.get_column("metric").unique().to_list())
+def _count_sources(raw: RawLog, batch: BatchConfig, logged: set[str]) -> dict[str, str]:
     out = {}
     for column, per_step in (("samples", batch.global_batch), ("tokens", batch.tokens_per_step)):
         counter = next((m for m, c in AXIS_METRICS.items() if c == column and m in logged),
@@ -65,24 +68,19 @@ def _count_sources(raw: RawLog, batch: BatchConfig) -> dict[str, str]:
     return out
 
 
-def _flops_source(raw: RawLog, facts: Mapping[str, Fact[Any]], tokens: bool) -> str | None:
+def _flops_source(raw: RawLog, facts: Mapping[str, Fact[Any]], tokens: bool,
+                  logged: set[str]) -> str | None:
     per_token = facts.get("flops_per_token")
     if per_token is not None and per_token.value is not None:
         return (f"flops_per_token {fmt(per_token.value)} ({per_token.source}) × tokens"
                 if tokens else None)
-    counter = _counter_name(raw.scalars)
+    counter = next((name for name in FLOP_COUNTERS if name in logged), None)
     if counter is None:
         return None
-    logged = raw.aliases.get(counter, counter)
-    return (f"logged counter {logged} ({raw.source}), spread linearly over the tokens "
+    named = raw.aliases.get(counter, counter)
+    return (f"logged counter {named} ({raw.source}), spread linearly over the tokens "
             "before each logged value" if tokens else
-            f"logged counter {logged} ({raw.source}), spread linearly over the steps")
-
-
-def _counter_name(scalars: pl.DataFrame) -> str | None:
-    present = set(scalars.filter(pl.col("metric").is_in(FLOP_COUNTERS))
-                  .get_column("metric").unique().to_list())
-    return next((name for name in FLOP_COUNTERS if name in present), None)
+            f"logged counter {named} ({raw.source}), spread linearly over the steps")
 
 
 def flops_at(at: np.ndarray, xs: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -109,71 +107,156 @@ def flops_at(at: np.ndarray, xs: np.ndarray, counts: np.ndarray) -> np.ndarray:
 
 def normalize(raw: RawLog, batch: BatchConfig, *, run: str,
               facts: Mapping[str, Fact[Any]] | None = None) -> pl.DataFrame:
-    """The tidy frame of :data:`SCALAR_SCHEMA` for one run: every raw point, all axes."""
-    frame = raw.scalars.with_columns(step=_optimizer_step(raw, batch, run))
-    counters = frame.filter(pl.col("metric").is_in(list(AXIS_METRICS)))
-    points = frame.filter(~pl.col("metric").is_in(list(AXIS_METRICS.keys() - KEPT_COUNTERS)))
-    per_step = (counters.with_columns(pl.col("metric").replace_strict(AXIS_METRICS))
-                .group_by("step", "metric").agg(pl.col("value").last())
-                .pivot(on="metric", index="step", values="value"))
-    for column in AXIS_METRICS.values():
-        if column not in per_step.columns:
-            per_step = per_step.with_columns(pl.lit(None, pl.Float64).alias(column))
-    points = points.join(per_step, on="step", how="left")
+    """The tidy frame of :data:`SCALAR_SCHEMA` for one run: every raw point, all axes.
+
+    Worked in numpy over the points' metric codes (a handful of polars calls a run, not one
+    per column: a sweep normalizes hundreds of runs), then built as one frame, ordered by
+    metric and then step; the sort is stable, so points logged at the same step keep the
+    source's time order.
+    """
+    scalars = raw.scalars
+    names = scalars.get_column("metric").unique().sort()
+    codes = names.search_sorted(scalars.get_column("metric")).to_numpy()
+    metrics = names.to_list()
+    steps = _optimizer_step(raw, batch, run, scalars.get_column("step").to_numpy())
+    values = scalars.get_column("value").to_numpy()
+    kept = np.flatnonzero(~np.isin(codes, [i for i, m in enumerate(metrics)
+                                           if m in AXIS_METRICS and m not in KEPT_COUNTERS]))
+    kept = kept[np.lexsort((steps[kept], codes[kept]))]
+    step = steps[kept]
+    logged = {column: _logged(codes, steps, values, step,
+                              [i for i, m in enumerate(metrics) if AXIS_METRICS.get(m) == column])
+              for column in ("epoch", "samples", "tokens")}
+    epoch = logged["epoch"]
     accum = batch.grad_accum.value
-    samples_at, tokens_at = schedule(batch, points.get_column("step"))
+    samples_at, tokens_at = schedule(batch, step)
     if raw.step_unit == "epoch":  # the step counts epochs: no schedule puts it on samples
-        accum, samples_at, tokens_at = None, samples_at.clear(points.height), \
-            tokens_at.clear(points.height)
-        points = points.with_columns(epoch=pl.coalesce("epoch", pl.col("step").cast(pl.Float64)))
-    points = points.with_columns(
-        micro_step=None if accum is None else pl.col("step") * accum,
-        samples=pl.coalesce(pl.col("samples").round().cast(pl.Int64), samples_at),
-        tokens=pl.coalesce(pl.col("tokens").round().cast(pl.Int64),
-                           _tokens_from_samples(batch), tokens_at),
-        elapsed=_elapsed(points),
-        run=pl.lit(run),
-    )
+        accum, samples_at, tokens_at = None, None, None
+        epoch = _first(epoch, _Column(step.astype(float), None))
+    samples = _first(_rounded(logged["samples"]), _Column.of(samples_at))
+    seq_len = batch.seq_len.value
+    counted = _rounded(logged["samples"])
+    by_samples = (None if seq_len is None or counted.values is None else
+                  _Column(counted.values * seq_len, counted.valid))
+    tokens = _first(_rounded(logged["tokens"]), by_samples, _Column.of(tokens_at))
+    wall = scalars.get_column("wall_time").gather(kept)
+    elapsed = _elapsed(wall, scalars.get_column("leg").to_numpy()[kept])
     world = batch.world_size.value
-    points = points.with_columns(
-        flops=_flops(points, facts or {}),
-        device_hours=None if world is None else pl.col("elapsed") * world / 3600,
-    )
-    # by metric (its rank among the few names: no string comparisons per row), then step; a
-    # stable sort keeps the source's time order among points logged at the same step
-    order = {name: i for i, name in enumerate(sorted(points.get_column("metric").unique()))}
-    key = pl.col("metric").replace_strict(order, return_dtype=pl.UInt32)
-    return (points.select([pl.col(c).cast(t) for c, t in SCALAR_SCHEMA.items()])
-            .sort(key, "step", maintain_order=True))
+    flops = _flops(codes[kept], metrics, step, values[kept], tokens, facts or {})
+    hours = _Column(None if world is None or elapsed.values is None
+                    else elapsed.values * world / 3600, elapsed.valid)
+    micro = _Column.of(None if accum is None else step * accum)
+    size = kept.size
+    return pl.DataFrame({
+        "run": _repeat(run, size, pl.String),
+        "metric": names.gather(codes[kept]),
+        "value": values[kept],
+        "step": step,
+        "micro_step": micro.series(pl.Int64, size),
+        "samples": samples.series(pl.Int64, size),
+        "tokens": tokens.series(pl.Int64, size),
+        "epoch": epoch.series(pl.Float64, size),
+        "wall_time": wall,
+        "elapsed": elapsed.series(pl.Float64, size),
+        "flops": flops.series(pl.Float64, size),
+        "device_hours": hours.series(pl.Float64, size),
+    }, schema=SCALAR_SCHEMA)
 
 
-def _flops(points: pl.DataFrame, facts: Mapping[str, Fact[Any]]) -> pl.Series:
-    """Cumulative training FLOPs at each point (see the module docstring); null when unknown."""
-    tokens = points.get_column("tokens").cast(pl.Float64)
+class _Column:
+    """A column being worked out: values, and where they are known (None: everywhere; a
+    column known nowhere has no values)."""
+
+    def __init__(self, values: np.ndarray | None, valid: np.ndarray | None) -> None:
+        self.values, self.valid = values, valid
+
+    @classmethod
+    def of(cls, values: np.ndarray | None) -> _Column:
+        return cls(values, None)
+
+    @property
+    def known(self) -> bool:
+        return self.values is not None
+
+    def series(self, dtype: PolarsDataType, size: int) -> pl.Series:
+        if self.values is None:
+            return _repeat(None, size, dtype)
+        out = pl.Series(values=self.values).cast(dtype)
+        return out if self.valid is None or self.valid.all() else out.set(
+            pl.Series(values=~self.valid), None)  # type: ignore[arg-type]
+
+
+def _repeat(value: object, size: int, dtype: PolarsDataType) -> pl.Series:
+    """``value`` ``size`` times (a twentieth of ``pl.repeat``'s cost, which plans a query)."""
+    return pl.Series(values=[value], dtype=dtype).new_from_index(0, size)
+
+
+def _first(*columns: _Column | None) -> _Column:
+    """Each row's first known value among ``columns`` (polars' coalesce)."""
+    out = _Column(None, None)
+    for column in columns:
+        if column is None or column.values is None:
+            continue
+        if out.values is None or out.valid is None:
+            out = column
+        else:
+            take = ~out.valid if column.valid is None else ~out.valid & column.valid
+            values = out.values.copy()
+            values[take] = column.values[take]
+            out = _Column(values, None if column.valid is None else out.valid | take)
+        if out.valid is None:
+            break
+    return out
+
+
+def _rounded(column: _Column) -> _Column:
+    """A logged counter as whole numbers (NaN and infinite counts unknown)."""
+    if column.values is None:
+        return column
+    finite = np.isfinite(column.values)
+    valid = finite if column.valid is None else column.valid & finite
+    return _Column(np.where(valid, np.round(column.values), 0).astype(np.int64), valid)
+
+
+def _logged(codes: np.ndarray, steps: np.ndarray, values: np.ndarray, at: np.ndarray,
+            counters: list[int]) -> _Column:
+    """The last value the ``counters`` logged at each step of ``at`` (unknown where none)."""
+    if not counters:
+        return _Column(None, None)
+    rows = np.flatnonzero(np.isin(codes, counters))
+    if rows.size == 0:
+        return _Column(None, None)
+    # the last point of each step: the first of the reversed rows
+    logged_steps, first = np.unique(steps[rows][::-1], return_index=True)
+    last = values[rows][::-1][first]
+    where = np.minimum(np.searchsorted(logged_steps, at), logged_steps.size - 1)
+    valid = logged_steps[where] == at
+    return _Column(np.where(valid, last[where], np.nan), valid)
+
+
+def _flops(codes: np.ndarray, metrics: list[str], step: np.ndarray, values: np.ndarray,
+           tokens: _Column, facts: Mapping[str, Fact[Any]]) -> _Column:
+    """Cumulative training FLOPs at each point (see the module docstring); unknown when not."""
     per_token = facts.get("flops_per_token")
     if per_token is not None and per_token.value is not None:
-        return (tokens * float(per_token.value)).alias("flops")
-    counter = _counter_name(points)
+        return (_Column(tokens.values * float(per_token.value), tokens.valid)
+                if tokens.known else tokens)
+    present = {metrics[c] for c in np.unique(codes).tolist()}
+    counter = next((name for name in FLOP_COUNTERS if name in present), None)
     if counter is None:
-        return pl.repeat(None, points.height, dtype=pl.Float64, eager=True).alias("flops")
-    ref = "tokens" if tokens.null_count() < points.height else "step"
-    logged = points.filter(pl.col("metric") == counter, pl.col(ref).is_not_null())
-    at = points.get_column(ref).cast(pl.Float64).to_numpy()
-    values = flops_at(at, logged.get_column(ref).cast(pl.Float64).to_numpy(),
-                      logged.get_column("value").to_numpy())
-    return pl.Series("flops", values).fill_nan(None)
+        return _Column(None, None)
+    if tokens.known:
+        at = tokens.values.astype(float)
+        if tokens.valid is not None:
+            at[~tokens.valid] = np.nan
+    else:
+        at = step.astype(float)
+    rows = (codes == metrics.index(counter)) & ~np.isnan(at)
+    out = flops_at(at, at[rows], values[rows])
+    return _Column(out, ~np.isnan(out))
 
 
-def _tokens_from_samples(batch: BatchConfig) -> pl.Expr:
-    """Tokens from a logged samples counter × sequence length: exact through a batch ramp."""
-    seq_len = batch.seq_len.value
-    if seq_len is None:
-        return pl.lit(None, pl.Int64)
-    return (pl.col("samples").round() * seq_len).cast(pl.Int64)
-
-
-def _optimizer_step(raw: RawLog, batch: BatchConfig, run: str) -> pl.Expr:
-    step = pl.col("step")
+def _optimizer_step(raw: RawLog, batch: BatchConfig, run: str, step: np.ndarray) -> np.ndarray:
     if raw.step_unit in ("optimizer", "log_call", "epoch"):  # epoch: the step is the epoch
         return step
     divisor = {"micro": batch.grad_accum, "samples": batch.global_batch,
@@ -187,52 +270,53 @@ def _optimizer_step(raw: RawLog, batch: BatchConfig, run: str) -> pl.Expr:
     return step // divisor.value
 
 
-def schedule(batch: BatchConfig, steps: pl.Series) -> tuple[pl.Series, pl.Series]:
-    """Cumulative samples and tokens at the end of each optimizer step, from the batch schedule.
+def schedule(batch: BatchConfig, steps: np.ndarray) -> tuple[np.ndarray | None,
+                                                             np.ndarray | None]:
+    """Cumulative samples and tokens at the end of each optimizer step, from the batch schedule
+    (None where the schedule does not say).
 
     Constant batch: samples = step × global_batch, tokens = step × tokens_per_step. A ramp
     ``((0, 512), (50_000, 1024))`` sums each step's own global batch.
 
     >>> from runcompare.model import Fact
     >>> b = BatchConfig(global_batch=Fact(4096, "x"), tokens_per_step=Fact(4_194_304, "x"))
-    >>> [s.to_list() for s in schedule(b, pl.Series([23_842]))]
+    >>> [s.tolist() for s in schedule(b, np.array([23_842]))]
     [[97656832], [100000595968]]
     """
-    steps = steps.cast(pl.Int64)
-    unknown = pl.repeat(None, len(steps), dtype=pl.Int64, eager=True)
+    steps = steps.astype(np.int64)
     seq_len = batch.seq_len.value
     if batch.ramp:
         samples = _ramp_samples(batch.ramp, steps)
-        tokens = samples * seq_len if seq_len is not None else unknown
-        return samples.alias("samples"), tokens.cast(pl.Int64).alias("tokens")
+        return samples, samples * seq_len if seq_len is not None else None
     glob, per_step = batch.global_batch.value, batch.tokens_per_step.value
-    samples = steps * glob if glob is not None else unknown
-    tokens = steps * per_step if per_step is not None else unknown
-    return samples.alias("samples"), tokens.alias("tokens")
+    return (steps * glob if glob is not None else None,
+            steps * per_step if per_step is not None else None)
 
 
-def _ramp_samples(ramp: tuple[tuple[int, int], ...], steps: pl.Series) -> pl.Series:
+def _ramp_samples(ramp: tuple[tuple[int, int], ...], steps: np.ndarray) -> np.ndarray:
     """Σ of each step's global batch for steps 1..s, for a piecewise-constant ramp."""
-    starts = [start for start, _ in ramp]
-    sizes = [size for _, size in ramp]
-    out = pl.repeat(0, len(steps), dtype=pl.Int64, eager=True)
-    for i, (start, size) in enumerate(zip(starts, sizes)):
-        end = starts[i + 1] if i + 1 < len(starts) else None
-        upper = steps if end is None else steps.clip(upper_bound=end)
-        out = out + (upper - start).clip(lower_bound=0) * size
+    out = np.zeros(steps.size, np.int64)
+    for i, (start, size) in enumerate(ramp):
+        upper = steps if i + 1 == len(ramp) else np.minimum(steps, ramp[i + 1][0])
+        out += np.maximum(upper - start, 0) * size
     return out
 
 
-def _elapsed(points: pl.DataFrame) -> pl.Expr:
+def _elapsed(wall: pl.Series, legs: np.ndarray) -> _Column:
     """Seconds since the run started, the pauses between resumed legs removed."""
-    if points.get_column("wall_time").null_count() == points.height:  # no wall time logged
-        return pl.lit(None, pl.Float64)
-    legs = (points.group_by("leg").agg(start=pl.col("wall_time").min(),
-                                       end=pl.col("wall_time").max()).sort("leg"))
-    durations = (legs.get_column("end") - legs.get_column("start")).fill_null(0.0)
-    offsets = durations.cum_sum() - durations
-    start_of = dict(zip(legs.get_column("leg").to_list(), legs.get_column("start").to_list()))
-    offset_of = dict(zip(legs.get_column("leg").to_list(), offsets.to_list()))
-    return (pl.col("wall_time")
-            - pl.col("leg").replace_strict(start_of, default=None, return_dtype=pl.Float64)
-            + pl.col("leg").replace_strict(offset_of, default=None, return_dtype=pl.Float64))
+    if wall.null_count() == wall.len():  # no wall time logged
+        return _Column(None, None)
+    times = wall.to_numpy()  # nulls as NaN
+    valid = wall.is_not_null().to_numpy() if wall.null_count() else None
+    numbers, leg_of = np.unique(legs, return_inverse=True)
+    start = np.full(numbers.size, np.inf)
+    end = np.full(numbers.size, -np.inf)
+    timed = ~np.isnan(times)  # polars' min and max pass over NaN too
+    np.minimum.at(start, leg_of[timed], times[timed])
+    np.maximum.at(end, leg_of[timed], times[timed])
+    has = np.bincount(leg_of[timed], minlength=numbers.size) > 0
+    durations = np.where(has, end - start, 0.0)
+    offsets = np.cumsum(durations) - durations
+    out = times - np.where(has, start, np.nan)[leg_of] + offsets[leg_of]
+    known = has[leg_of] if valid is None else valid & has[leg_of]
+    return _Column(out, None if known.all() else known)

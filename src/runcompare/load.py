@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from .axes import axis_sources, normalize
@@ -370,17 +371,19 @@ def _legs(raws: list[RawLog]) -> tuple[Leg, ...]:
     """Each leg's steps and wall-clock span, from the first of ``raws`` that logged wall times
     (every point it read, before restarts are resolved)."""
     for raw in raws:
-        timed = raw.scalars.filter(pl.col("wall_time").is_not_null(),
-                                   pl.col("wall_time").is_finite())
-        if timed.is_empty():
+        wall = raw.scalars.get_column("wall_time").to_numpy()  # nulls as NaN
+        timed = np.isfinite(wall)
+        if not timed.any():
             continue
-        spans = (timed.group_by("leg").agg(pl.col("step").min().alias("first"),
-                                           pl.col("step").max().alias("last"),
-                                           pl.col("wall_time").min().alias("start"),
-                                           pl.col("wall_time").max().alias("end"))
-                 .sort("start"))
-        return tuple(Leg(int(leg), int(first), int(last), float(start), float(end))
-                     for leg, first, last, start, end in spans.iter_rows())
+        legs = raw.scalars.get_column("leg").to_numpy()[timed]
+        steps, wall = raw.scalars.get_column("step").to_numpy()[timed], wall[timed]
+        numbers, leg_of = np.unique(legs, return_inverse=True)
+        spans = []
+        for i, number in enumerate(numbers.tolist()):
+            mine = leg_of == i
+            spans.append(Leg(number, int(steps[mine].min()), int(steps[mine].max()),
+                             float(wall[mine].min()), float(wall[mine].max())))
+        return tuple(sorted(spans, key=lambda leg: leg.wall_start))
     return ()
 
 

@@ -307,9 +307,13 @@ def _hparams(order: list[_Decoded]) -> dict[str, Fact[Any]]:
 def _rates(order: list[_Decoded]) -> dict[str, Fact[Any]]:
     """HF's end-of-training rates (the latest pair logged at one step), from which ``resolve``
     may infer the global batch; each as the shortest decimal its float32 stands for."""
-    points = pl.concat([d.events.scalars for d in order if not d.attached], how="vertical")
-    rates = (points.filter(pl.col("metric").is_in(list(_RATES)))
-             .sort("wall_time", "event", maintain_order=True)
+    frames = [d.events.scalars for d in order if not d.attached]
+    if not frames:  # only an hparams folder's file (add_hparams), given on its own
+        return {}
+    rates = pl.concat(frames, how="vertical").filter(pl.col("metric").is_in(list(_RATES)))
+    if rates.is_empty():
+        return {}
+    rates = (rates.sort("wall_time", "event", maintain_order=True)
              .group_by("metric").agg(pl.col("value").last(), pl.col("step").last()))
     found = {row["metric"]: row for row in rates.iter_rows(named=True)}
     if len(found) < len(_RATES) or len({row["step"] for row in found.values()}) > 1:
