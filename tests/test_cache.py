@@ -1,4 +1,4 @@
-"""The parquet cache of parsed runs: round trip, invalidation, a cache that cannot be written."""
+"""The cache of parsed runs: round trip, invalidation, a cache that cannot be written."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def test_every_field_survives_the_round_trip(run_dir):
     second = read_cached(source.format, run_dir)
     assert source.reads == 1
     _same(first, second)
-    assert sorted(p.suffix for p in cache_dir().glob("counting-*")) == [".json", ".parquet"]
+    assert sorted(p.suffix for p in cache_dir().glob("counting-*")) == [".arrow", ".json"]
 
 
 def test_a_grown_changed_or_new_file_means_a_fresh_read(run_dir):
@@ -181,7 +181,7 @@ def test_a_cache_that_cannot_be_written_is_skipped(run_dir, tmp_path, monkeypatc
 def test_a_damaged_cache_entry_is_read_again(run_dir):
     source = Counting(run_dir)
     read_cached(source.format, run_dir)
-    (entry,) = cache_dir().glob("counting-*.parquet")
+    (entry,) = cache_dir().glob("counting-*.arrow")
     entry.write_bytes(b"PAR1 not really")
     again = read_cached(source.format, run_dir)
     assert source.reads == 2 and again.points == 3
