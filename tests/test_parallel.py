@@ -5,12 +5,15 @@ runs that share a name are handled alike. Real HF runs copied into a sweep of 18
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import time
 
 import pytest
 
 import runcompare as rc
 from runcompare.analysis import compare
+from runcompare.parallel import run_all
 
 from .conftest import DATA
 
@@ -75,3 +78,24 @@ def test_a_name_freed_by_a_run_that_cannot_be_read_is_the_same(tmp_path):
     assert two[0].to_json() == one[0].to_json() and two[0].scalars.equals(one[0].scalars)
     assert [f.code for f in two[0].findings] == [f.code for f in one[0].findings]
     assert "run-skipped" in [f.code for f in one[0].findings]
+
+
+def _where(task):
+    if task == 13:
+        raise ValueError("task 13 fails")
+    time.sleep(0.03)  # a task long enough that the worker, once started, takes some
+    return task, os.getpid()
+
+
+def test_this_process_works_beside_the_pool_and_the_order_is_kept():
+    done = run_all(_where, list(range(100, 164)), workers=2)
+    assert [task for task, _ in done] == list(range(100, 164))
+    pids = {pid for _, pid in done}
+    assert os.getpid() in pids and len(pids) == 2  # the last chunks here, the first in a worker
+
+
+def test_an_error_in_any_task_is_raised_in_the_caller():
+    with pytest.raises(ValueError, match="task 13 fails"):
+        run_all(_where, list(range(10, 74)), workers=2)  # a worker's chunk
+    with pytest.raises(ValueError, match="task 13 fails"):
+        run_all(_where, list(range(74, 12, -1)), workers=2)  # this process's chunk

@@ -174,10 +174,6 @@ class _Column:
     def of(cls, values: np.ndarray | None) -> _Column:
         return cls(values, None)
 
-    @property
-    def known(self) -> bool:
-        return self.values is not None
-
     def series(self, dtype: PolarsDataType, size: int) -> pl.Series:
         if self.values is None:
             return _repeat(None, size, dtype)
@@ -239,13 +235,13 @@ def _flops(codes: np.ndarray, metrics: list[str], step: np.ndarray, values: np.n
     """Cumulative training FLOPs at each point (see the module docstring); unknown when not."""
     per_token = facts.get("flops_per_token")
     if per_token is not None and per_token.value is not None:
-        return (_Column(tokens.values * float(per_token.value), tokens.valid)
-                if tokens.known else tokens)
+        return (tokens if tokens.values is None else
+                _Column(tokens.values * float(per_token.value), tokens.valid))
     present = {metrics[c] for c in np.unique(codes).tolist()}
     counter = next((name for name in FLOP_COUNTERS if name in present), None)
     if counter is None:
         return _Column(None, None)
-    if tokens.known:
+    if tokens.values is not None:
         at = tokens.values.astype(float)
         if tokens.valid is not None:
             at[~tokens.valid] = np.nan

@@ -3,7 +3,10 @@ output is the same as in one process.
 
 Workers are forked from a fork server that has imported runcompare but run nothing (forking
 a process whose polars threads are running can deadlock); each worker's polars uses its share
-of the cores. Few tasks are done in this process: starting workers costs more than they save.
+of the cores. Starting the fork server costs an interpreter and its imports (about half a
+second), so this process works too: the tasks are cut into chunks, a thread hands them to the
+pool from the front while this process takes them from the back, and no core waits for the
+workers to start. Few tasks are all done here: starting workers costs more than they save.
 On a Dask cluster (``scheduler``) every worker reads the paths it is given, so they must be
 paths the workers see (a shared filesystem); the runs come back to this process.
 """
@@ -12,8 +15,10 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
+from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any, TypeVar
 
 from .errors import InputError
@@ -50,7 +55,8 @@ def workers_for(tasks: int, workers: int | None = None) -> int:
 def run_all(func: Callable[[T], R], tasks: Sequence[T], *, workers: int = 1,
             progress: Callable[[int], None] | None = None,
             scheduler: str | None = None) -> list[R]:
-    """``[func(task) for task in tasks]``, in ``workers`` processes when more than one, or on
+    """``[func(task) for task in tasks]``, in ``workers`` processes when more than one (this
+    one and ``workers - 1`` others), or on
     the Dask cluster whose scheduler is at ``scheduler`` (``tcp://host:8786``; the optional
     ``dask`` extra); ``progress(done)`` is called before the first result and as they come.
 
@@ -67,16 +73,82 @@ def run_all(func: Callable[[T], R], tasks: Sequence[T], *, workers: int = 1,
             if progress is not None:
                 progress(done)
         return out
-    context = _context()
-    chunk = max(1, len(tasks) // (workers * 8))
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=_share,
-                             initargs=(max(1, cores() // workers),)) as pool:
-        out = []
-        for done, result in enumerate(pool.map(func, tasks, chunksize=chunk), 1):
-            out.append(result)
-            if progress is not None:
-                progress(done)
-        return out
+    return _shared(func, tasks, workers, progress)
+
+
+def _shared(func: Callable[[T], R], tasks: Sequence[T], workers: int,
+            progress: Callable[[int], None] | None) -> list[R]:
+    """The tasks in chunks, done by ``workers - 1`` pool processes (from the front) and this
+    one (from the back); the results in task order."""
+    size = max(1, len(tasks) // (workers * 8))
+    waiting = deque(range(0, len(tasks), size))  # the first task of each chunk not yet taken
+    lock = threading.Lock()
+    results: dict[int, list[R]] = {}
+    failed: list[BaseException] = []
+
+    def take(front: bool) -> int | None:
+        with lock:
+            if failed or not waiting:
+                return None
+            return waiting.popleft() if front else waiting.pop()
+
+    def feed() -> None:  # in a thread: starting the pool waits for the fork server
+        try:
+            with ProcessPoolExecutor(workers - 1, mp_context=_context(), initializer=_share,
+                                     initargs=(max(1, cores() // workers),)) as pool:
+                running: dict[Future[list[R]], int] = {}
+                while True:
+                    while len(running) < 2 * (workers - 1):
+                        first = take(front=True)
+                        if first is None:
+                            break
+                        running[pool.submit(_chunk, func, tasks[first:first + size])] = first
+                    if not running:
+                        return
+                    finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                    for future in finished:
+                        chunk = future.result()
+                        with lock:
+                            results[running.pop(future)] = chunk
+        except BaseException as exc:  # noqa: BLE001 - raised in the calling thread below
+            with lock:
+                failed.append(exc)
+
+    feeder = threading.Thread(target=feed, name="runcompare-workers", daemon=True)
+    feeder.start()
+    told = 0
+    try:
+        while (first := take(front=False)) is not None:
+            chunk = _chunk(func, tasks[first:first + size])
+            with lock:
+                results[first] = chunk
+            told = _tell(progress, told, results, lock)
+    except BaseException:
+        with lock:
+            waiting.clear()
+        raise
+    finally:
+        while feeder.is_alive():
+            feeder.join(0.05)
+            told = _tell(progress, told, results, lock)
+    if failed:
+        raise failed[0]
+    return [result for first in sorted(results) for result in results[first]]
+
+
+def _chunk(func: Callable[[T], R], tasks: Sequence[T]) -> list[R]:
+    return [func(task) for task in tasks]
+
+
+def _tell(progress: Callable[[int], None] | None, told: int, results: dict[int, list[Any]],
+          lock: threading.Lock) -> int:
+    """``progress`` for each task done since ``told`` were; the number done."""
+    with lock:
+        done = sum(len(chunk) for chunk in results.values())
+    if progress is not None:
+        for count in range(told + 1, done + 1):
+            progress(count)
+    return done
 
 
 def _on_cluster(func: Callable[[T], R], tasks: Sequence[T], scheduler: str,
