@@ -52,7 +52,7 @@ if __name__ == "__main__":
 """
 
 READERS = {
-    "runcompare cold": ("import runcompare",
+    "runcompare cold": ("import runcompare\nimport runcompare.load  # what load_many imports",
                         ("sum(r.scalars.height for r in runcompare.load_many([folder], "
                         "workers=None))")),
     "json.load + pandas": (

@@ -275,8 +275,10 @@ def _unique(names: list[str], paths: list[Path]) -> list[str]:
     ['a/logs/v0', 'b/logs/v0', 'x']
     """
     out = list(names)
-    for name in set(names):
-        same = [i for i, other in enumerate(names) if other == name]
+    sharing: dict[str, list[int]] = {}
+    for i, name in enumerate(names):
+        sharing.setdefault(name, []).append(i)
+    for name, same in sharing.items():
         if len(same) < 2:
             continue
         parents = [paths[i].resolve().parents for i in same]
