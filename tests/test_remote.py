@@ -65,13 +65,33 @@ def test_a_sweep_in_a_bucket_compares_as_it_does_from_disk(s3, cli):
     assert _without_paths(from_s3) == _without_paths(from_disk)
 
 
+def test_a_sweep_of_400_runs_in_a_bucket_compares_as_it_does_from_disk(s3, cli, tmp_path):
+    """The issue's size: 400 runs (each the trainer_state.json and config.json of one of the
+    six real seed runs, in turn) under s3://bucket/sweep400, against the same folders on disk."""
+    fs, _ = s3
+    disk = tmp_path / "sweep400"
+    seeds = sorted((DATA / "hf_seeds").glob("lr*"))
+    for i in range(400):
+        run = disk / f"run{i:03d}"
+        run.mkdir(parents=True)
+        for name in ("trainer_state.json", "config.json"):
+            shutil.copy(seeds[i % len(seeds)] / name, run / name)
+    fs.put(f"{disk}/", "bucket/sweep400/", recursive=True)
+    from_disk = cli.json(disk, "--set", "seq_len=64", "--no-report")
+    from_s3 = cli.json("s3://bucket/sweep400", "--set", "seq_len=64", "--no-report")
+    assert len(from_s3["runs"]) == 400 and from_s3["runs"][399]["name"] == "run399"
+    assert from_s3["runs"][399]["path"] == "s3://bucket/sweep400/run399"
+    assert _without_paths(from_s3) == _without_paths(from_disk)
+
+
 def test_the_mirror_downloads_only_what_changed(s3, monkeypatch):
     fs, _ = s3
     url = "s3://bucket/sweep/g1/lr3e-3_seed2"
     first = rc.load(url, source="hf-trainer")
     fetched = []
     download = remote._download
-    monkeypatch.setattr(remote, "_download", lambda *a: (fetched.append(a[1]), download(*a)))
+    monkeypatch.setattr(remote, "_download", lambda fs, pairs: (
+        fetched.extend(path for path, _ in pairs), download(fs, pairs)))
     again = rc.load(url, source="hf-trainer")
     assert fetched == [] and again.scalars.equals(first.scalars)
     state = json.loads(fs.cat(f"{url[5:]}/trainer_state.json"))
