@@ -6,11 +6,14 @@ as the Trainer names it in TensorBoard (``eval_x`` -> ``eval/x``, ``test_x`` -> 
 others -> ``train/x``). Facts: ``train_batch_size`` (the per-process micro-batch, not the
 global batch), ``max_steps``, ``logging_steps``, ``eval_steps``, ``global_step``, the final
 ``num_input_tokens_seen`` and the end-of-training rates from which ``resolve`` may infer the
-global batch. ``training_args.bin`` is a pickle and is never loaded.
+global batch. ``training_args.bin`` is a pickle and is never loaded. The native reader of
+:mod:`._hf_json` reads a well-formed state (and its log history into columns) in C; any other
+is read by ``json.loads`` here, with the same results.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import re
@@ -26,6 +29,7 @@ from ...model import RAW_SCHEMA, Fact, Finding, RawLog
 from ..codecs.files import LFS_POINTER, folders_in, lfs_message
 from ..format import Format
 from ..naming import canonical
+from . import _hf_json
 
 __all__ = ["FORMAT", "expand", "files", "read", "read_files"]
 
@@ -40,6 +44,8 @@ _STATE_FACTS = {"train_batch_size": "per_device_batch", "max_steps": "max_steps"
                 "global_step": "global_step", "num_input_tokens_seen": "tokens_seen",
                 "total_flos": "total_flos"}
 _RATES = ("train_samples_per_second", "train_steps_per_second")
+#: A log history: the entries json.loads gives, or the native reader's columns.
+History = list[Any] | _hf_json.Columns
 
 
 def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
@@ -54,26 +60,25 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
         if damage is not None:
             findings.append(damage)
         if state is not None:
-            states.append((file, state))
+            states.append((file, *state))
     if not states:
         raise InputError(findings[0].message if findings else f"{path}: no {STATE} found")
-    file, state = max(states, key=lambda item: (_int(item[1].get("global_step")),
-                                                 len(item[1].get("log_history", []))))
-    history = state.get("log_history") or []
+    file, fields, history = max(states, key=lambda item: (_int(item[1].get("global_step")),
+                                                          len(item[2])))
     findings += _other_runs(file, history, states)
     scalars, aliases = _scalars(history)
-    facts = {**_model_config_facts(path), **_facts(state, history, file)}
+    facts = {**_model_config_facts(path), **_facts(fields, history, file)}
     return RawLog(path=path, scalars=scalars, step_unit="optimizer",
-                  facts=facts, findings=findings, files=[f for f, _ in states], aliases=aliases)
+                  facts=facts, findings=findings, files=[f for f, _, _ in states],
+                  aliases=aliases)
 
 
-def _other_runs(chosen: Path, history: list[Any],
-                states: list[tuple[Path, dict[str, Any]]]) -> list[Finding]:
+def _other_runs(chosen: Path, history: History,
+                states: list[tuple[Path, dict[str, Any], History]]) -> list[Finding]:
     """A warning naming the states whose log history is not a beginning of the one read: the
     checkpoints of another run saved into the same folder."""
-    others = [file for file, state in states
-              if file != chosen and (state.get("log_history") or [])
-              != history[:len(state.get("log_history") or [])]]
+    others = [file for file, _, other in states
+              if file != chosen and not _hf_json.is_start(other, history)]
     if not others:
         return []
     shown = ", ".join(f.parent.name if f.parent != chosen.parent else f.name for f in others[:3])
@@ -143,15 +148,33 @@ def _int(value: Any) -> int:
     return value if isinstance(value, int) else 0
 
 
-def _load(file: Path) -> tuple[dict[str, Any] | None, Finding | None]:
-    """The parsed state, or what can be salvaged of a damaged one and a finding saying where."""
+def _load(file: Path) -> tuple[tuple[dict[str, Any], History] | None, Finding | None]:
+    """The parsed state (its fields, and its log history apart), or what can be salvaged of a
+    damaged one, and a finding saying where."""
     try:
-        text = file.read_text(encoding="utf-8", errors="replace")
+        data = file.read_bytes()
     except OSError as exc:
         raise InputError(f"{file}: cannot be read ({exc.strerror})") from exc
-    pointer = lfs_message(file, text[:len(LFS_POINTER)].encode())
+    pointer = lfs_message(file, data[:len(LFS_POINTER)])
     if pointer is not None:
         return None, Finding("error", "lfs-pointer", pointer)
+    native = _hf_json.parse(data, "log_history", "step", _RATES)
+    if native is not None:
+        return native, None
+    state, damage = _load_text(file, _text(data))
+    if state is None:
+        return None, damage
+    return (state, state.pop("log_history", None) or []), damage
+
+
+def _text(data: bytes) -> str:
+    """``data`` as ``Path.read_text(encoding="utf-8", errors="replace")`` reads it (newlines
+    too)."""
+    return io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", errors="replace").read()
+
+
+def _load_text(file: Path, text: str) -> tuple[dict[str, Any] | None, Finding | None]:
+    """The parsed state by ``json.loads``, or what can be salvaged of a damaged one."""
     try:
         state = json.loads(text)
     except RecursionError:
@@ -214,9 +237,14 @@ def _skip(text: str, pos: int, chars: str) -> int:
     return pos
 
 
-def _scalars(history: list[Any]) -> tuple[pl.DataFrame, dict[str, str]]:
+def _scalars(history: History) -> tuple[pl.DataFrame, dict[str, str]]:
     """One row per number of each entry with a whole-number step; the keys are named once
     each (not once per entry), in the order they first appear."""
+    if isinstance(history, _hf_json.Columns):
+        names = {key: canonical(key) for key in history.keys}
+        metric = pl.Series("metric", list(names.values()), dtype=pl.String).gather(history.key)
+        return _frame(metric, pl.Series("value", history.value, dtype=pl.Float64),
+                      pl.Series("step", history.step, dtype=pl.Int64), names)
     keys: list[str] = []
     values: list[float] = []
     steps: list[int] = []
@@ -233,12 +261,19 @@ def _scalars(history: list[Any]) -> tuple[pl.DataFrame, dict[str, str]]:
                 values.append(value)
                 steps.append(step)
     names = {key: canonical(key) for key in dict.fromkeys(keys)}
-    frame = pl.DataFrame({"metric": pl.Series(keys, dtype=pl.String),
-                          "value": pl.Series(values, dtype=pl.Float64, strict=False),
-                          "step": pl.Series(steps, dtype=pl.Int64)})
-    frame = frame.with_columns(pl.col("metric").replace_strict(names, return_dtype=pl.String),
-                               pl.lit(None, RAW_SCHEMA["wall_time"]).alias("wall_time"),
-                               pl.lit(0, RAW_SCHEMA["leg"]).alias("leg"))
+    metric = pl.Series("metric", keys, dtype=pl.String).replace_strict(names,
+                                                                       return_dtype=pl.String)
+    return _frame(metric, pl.Series("value", values, dtype=pl.Float64, strict=False),
+                  pl.Series("step", steps, dtype=pl.Int64), names)
+
+
+def _frame(metric: pl.Series, value: pl.Series, step: pl.Series,
+           names: dict[str, str]) -> tuple[pl.DataFrame, dict[str, str]]:
+    """The scalars frame of the rows' canonical metric names, values and steps, and the
+    aliases (canonical name -> key as logged) of ``names`` (key -> canonical name)."""
+    frame = pl.DataFrame([metric, value, step]).with_columns(
+        pl.lit(None, RAW_SCHEMA["wall_time"]).alias("wall_time"),
+        pl.lit(0, RAW_SCHEMA["leg"]).alias("leg"))
     return frame, {name: key for key, name in names.items()}
 
 
@@ -250,21 +285,28 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _facts(state: dict[str, Any], history: list[Any], file: Path) -> dict[str, Fact[Any]]:
+def _facts(state: dict[str, Any], history: History, file: Path) -> dict[str, Fact[Any]]:
     where = f"{file.parent.name}/{STATE}" if _CHECKPOINT.search(file.parent.name) else STATE
     facts: dict[str, Fact[Any]] = {}
     for key, name in _STATE_FACTS.items():
         value = state.get(key)
         if _is_number(value) and (value > 0 or key == "global_step"):
             facts[name] = Fact(value, f"{where}: {key}", "logged")
-    summary = next((e for e in reversed(history) if isinstance(e, dict) and _RATES[0] in e
-                    and all(_is_number(e.get(k)) for k in _RATES)), None)
+    summary = _summary(history)
     if summary is not None:
         for key in _RATES:
             if math.isfinite(summary[key]):
                 facts[key] = Fact(summary[key], f"{where}: log_history[step {summary.get('step')}]"
                                   f".{key}", "logged")
     return facts
+
+
+def _summary(history: History) -> dict[str, Any] | None:
+    """The last entry holding both end-of-training rates as numbers."""
+    if isinstance(history, _hf_json.Columns):
+        return _hf_json.marked(history)
+    return next((e for e in reversed(history) if isinstance(e, dict) and _RATES[0] in e
+                 and all(_is_number(e.get(k)) for k in _RATES)), None)
 
 
 FORMAT = Format(
