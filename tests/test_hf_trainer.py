@@ -160,3 +160,14 @@ def test_frame_columns_are_the_design_columns():
     assert frame.schema["step"] == pl.Int64 and frame.schema["epoch"] == pl.Float64
     assert frame.filter(metric="train/loss", step=100)["epoch"].item() == pytest.approx(
         next(e for e in _history(SAMPLES / "attn") if e.get("step") == 100)["epoch"])
+
+
+def test_an_entry_whose_step_no_int64_holds_or_is_a_bool_is_no_point(tmp_path):
+    # hand-written (edited) state: such a step raised a polars TypeError traceback
+    state = json.loads((SAMPLES / "attn" / "trainer_state.json").read_text())
+    state["log_history"] = [{"loss": 2.0, "step": 1}, {"loss": 1.0, "step": 2 ** 63},
+                            {"loss": 0.5, "step": True}, {"loss": 0.25, "step": 3}]
+    (tmp_path / "trainer_state.json").write_text(json.dumps(state))
+    raw = REGISTRY["hf-trainer"].read_at(tmp_path)
+    assert raw.scalars.select("metric", "step", "value").rows() == [
+        ("train/loss", 1, 2.0), ("train/loss", 3, 0.25)]

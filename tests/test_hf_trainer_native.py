@@ -48,8 +48,6 @@ def _read(path: Path, native: bool, monkeypatch: pytest.MonkeyPatch) -> RawLog |
         return hf_trainer.read(path)
     except RuncompareError as exc:
         return f"{type(exc).__name__}: {exc}"
-    except TypeError as exc:  # a step beyond int64 (json.loads path, polars; both alike)
-        return f"{type(exc).__name__}: {exc}"
     finally:
         monkeypatch.setattr(_hf_json, "NATIVE", True)
 

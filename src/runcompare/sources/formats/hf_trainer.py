@@ -253,8 +253,8 @@ def _scalars(history: History) -> tuple[pl.DataFrame, dict[str, str]]:
         if not isinstance(entry, dict):
             continue
         step = entry.get("step")
-        if not isinstance(step, int):
-            continue
+        if type(step) is not int or not _INT64[0] <= step <= _INT64[1]:
+            continue  # no step, a bool or a step no int64 holds: no point of a whole step
         for key, value in entry.items():
             if type(value) in numbers and key not in _NOT_METRICS:
                 keys.append(key)
@@ -277,6 +277,8 @@ def _frame(metric: pl.Series, value: pl.Series, step: pl.Series,
     return frame, {name: key for key, name in names.items()}
 
 
+#: The steps an entry may have (an int64 column holds them).
+_INT64 = (-(1 << 63), (1 << 63) - 1)
 #: The types of the numbers JSON holds (``bool`` is not one of them, though it is an int).
 _NUMBERS = frozenset({int, float})
 
