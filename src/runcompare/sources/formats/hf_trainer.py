@@ -112,7 +112,8 @@ def files(path: Path) -> list[Path]:
     if not path.is_dir():
         return []
     found = [path / STATE] if (path / STATE).is_file() else []
-    checkpoints = [p for p in path.glob(f"*/{STATE}") if _CHECKPOINT.fullmatch(p.parent.name)]
+    checkpoints = [folder / STATE for folder in folders_in(path)
+                   if _CHECKPOINT.fullmatch(folder.name) and (folder / STATE).is_file()]
     return found + sorted(checkpoints, key=_order)
 
 
