@@ -143,6 +143,14 @@ def test_tf1_merged_summaries_hold_several_values_per_event():
     assert "histograms 20" in skipped.message and "graphs 2" in skipped.message
 
 
+def test_the_add_hparams_folder_read_on_its_own_is_a_run_of_its_metrics():
+    (folder,) = [f for f in (TB / "seeds" / "seed0").iterdir() if f.is_dir()]
+    run = rc.load(folder, source="tensorboard", cache=False)  # once a polars error
+    points = run.scalars.select("metric", "step", "value").iter_rows()
+    assert [(m, s, pytest.approx(v, rel=F32)) for m, s, v in points] == reference(
+        event_file(folder))
+
+
 def test_purge_step_restart_is_a_leg_that_orphans_later_points():
     raw = REGISTRY["tensorboard"].read_at(TB / "torch_purge")
     assert raw.leg_starts == {1: 20}

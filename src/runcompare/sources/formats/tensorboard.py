@@ -307,7 +307,10 @@ def _hparams(order: list[_Decoded]) -> dict[str, Fact[Any]]:
 def _rates(order: list[_Decoded]) -> dict[str, Fact[Any]]:
     """HF's end-of-training rates (the latest pair logged at one step), from which ``resolve``
     may infer the global batch; each as the shortest decimal its float32 stands for."""
-    points = pl.concat([d.events.scalars for d in order if not d.attached], how="vertical")
+    own = [d.events.scalars for d in order if not d.attached]
+    if not own:  # a folder of attached files only (an add_hparams folder read on its own)
+        return {}
+    points = pl.concat(own, how="vertical")
     rates = (points.filter(pl.col("metric").is_in(list(_RATES)))
              .sort("wall_time", "event", maintain_order=True)
              .group_by("metric").agg(pl.col("value").last(), pl.col("step").last()))
