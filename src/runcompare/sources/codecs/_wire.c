@@ -1,0 +1,312 @@
+/* Protobuf messages walked field by field, many at once: the native half of
+ * runcompare.sources.codecs.protowire.walk (read that function and its docstring first; this
+ * file gives exactly its results, lane after lane instead of field after field).
+ *
+ * walk(buf, start, end, numbers, repeated) walks the messages buf[start[i]:end[i]] (`start`
+ * and `end` int64 arrays as bytes-like objects). For each field number in `numbers` it keeps
+ * the last occurrence in every lane; every occurrence of field `repeated` (-1: none) with
+ * wire type 2 becomes a row (lane, payload offset, payload length). Returns
+ *
+ *   (bad, columns, rows_lane, rows_start, rows_length)
+ *
+ * as bytearrays (bool, int64): `columns` has, per number, None when the field occurs in no
+ * lane, else (wire int8, a int64, b int64 or None, repeated bool or None), None standing for
+ * all zeros. Returns None when a lane to walk lies outside `buf` (the caller's numpy path
+ * then says what that means). The GIL is released while the lanes are walked; it is taken
+ * back only to allocate a column the first time its field occurs and to grow the rows.
+ *
+ * Malformed fields, as in the numpy code: field number 0 and wire types 3, 4, 6, 7 end past
+ * the buffer; a varint is read through the last byte of the buffer (a read past it rereads
+ * that byte) and one longer than 10 bytes or running past the buffer ends past the buffer; a
+ * length is a varint taken as int64 (a length past 2**63 is negative) and the field ends at
+ * offset + length (wrapping like int64). A field ending past its lane's end or not after its
+ * key marks the lane bad and stops it, after the field's values were stored.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAX_FIELDS 64
+
+typedef struct {
+    long long number;
+    PyObject *wire_o, *a_o, *b_o, *rep_o;
+    int8_t *wire;
+    int64_t *a, *b;
+    uint8_t *rep;
+} Column;
+
+typedef struct {
+    PyThreadState *released;
+    Py_ssize_t lanes;
+    PyObject *row_o[3];
+    int64_t *row[3];
+    Py_ssize_t rows, row_cap;
+} Walker;
+
+/* A bytearray of `bytes` bytes, filled with `fill` (-1: left as is), its data in *data. */
+static PyObject *array(Walker *w, Py_ssize_t bytes, int fill, void **data) {
+    PyEval_RestoreThread(w->released);
+    PyObject *obj = PyByteArray_FromStringAndSize(NULL, bytes);
+    w->released = PyEval_SaveThread();
+    if (!obj)
+        return NULL;
+    *data = PyByteArray_AS_STRING(obj);
+    if (fill >= 0)
+        memset(*data, fill, (size_t)bytes);
+    return obj;
+}
+
+static int column_wire(Walker *w, Column *c) {
+    void *p;
+    if (!(c->wire_o = array(w, w->lanes, 0xFF, &p)))
+        return -1;
+    c->wire = p;
+    if (!(c->a_o = array(w, w->lanes * 8, 0, &p)))
+        return -1;
+    c->a = p;
+    return 0;
+}
+
+static int column_b(Walker *w, Column *c) {
+    void *p;
+    if (!(c->b_o = array(w, w->lanes * 8, 0, &p)))
+        return -1;
+    c->b = p;
+    return 0;
+}
+
+static int column_rep(Walker *w, Column *c) {
+    void *p;
+    if (!(c->rep_o = array(w, w->lanes, 0, &p)))
+        return -1;
+    c->rep = p;
+    return 0;
+}
+
+static int add_row(Walker *w, int64_t lane, int64_t at, int64_t length) {
+    if (w->rows == w->row_cap) {
+        Py_ssize_t cap = w->row_cap ? w->row_cap * 2 : 1024;
+        int failed = 0;
+        PyEval_RestoreThread(w->released);
+        for (int k = 0; k < 3 && !failed; k++) {
+            if (!w->row_o[k])
+                failed = !(w->row_o[k] = PyByteArray_FromStringAndSize(NULL, cap * 8));
+            else
+                failed = PyByteArray_Resize(w->row_o[k], cap * 8) < 0;
+            if (!failed)
+                w->row[k] = (int64_t *)PyByteArray_AS_STRING(w->row_o[k]);
+        }
+        w->released = PyEval_SaveThread();
+        if (failed)
+            return -1;
+        w->row_cap = cap;
+    }
+    w->row[0][w->rows] = lane;
+    w->row[1][w->rows] = at;
+    w->row[2][w->rows] = length;
+    w->rows++;
+    return 0;
+}
+
+/* The varint at `at`, read through the buffer's last byte; its end in *after (size + 1 when
+ * longer than 10 bytes or past the buffer). */
+static inline uint64_t varint(const uint8_t *buf, int64_t size, int64_t at, int64_t *after) {
+    int64_t last = size - 1;
+    uint8_t byte = buf[at < last ? at : last];
+    uint64_t value = byte & 0x7F;
+    int64_t end = at + 1;
+    for (int shift = 7; byte >= 0x80 && shift < 70; shift += 7) {
+        byte = buf[end < last ? end : last];
+        value |= (uint64_t)(byte & 0x7F) << shift;
+        end++;
+    }
+    *after = byte >= 0x80 || end > size ? size + 1 : end;
+    return value;
+}
+
+/* Walk every lane; 0 when done, 1 when a lane lies outside the buffer, -1 on an error. */
+static int walk_lanes(Walker *w, const uint8_t *buf, int64_t size, const int64_t *start,
+                      const int64_t *end, Column *cols, Py_ssize_t ncols, const int8_t *small,
+                      long long repeated, uint8_t *bad) {
+    for (Py_ssize_t i = 0; i < w->lanes; i++) {
+        int64_t p = start[i], stop = end[i];
+        if (p >= stop)
+            continue;
+        if (p < 0 || stop > size)
+            return 1;
+        for (;;) {
+            int64_t here = p, at, nxt;
+            uint64_t key = buf[p];
+            if (key < 0x80)
+                at = p + 1;
+            else
+                key = varint(buf, size, p, &at);
+            uint64_t number = key >> 3;
+            int wire = (int)(key & 7);
+            if (number == 0 || wire == 3 || wire == 4 || wire > 5) {
+                nxt = size + 1;
+            } else {
+                Column *c = NULL;
+                if (number < 64) {
+                    if (small[number] >= 0)
+                        c = &cols[small[number]];
+                } else {
+                    for (Py_ssize_t k = 0; k < ncols; k++)
+                        if ((uint64_t)cols[k].number == number)
+                            c = &cols[k];
+                }
+                if (c) {
+                    if (!c->wire && column_wire(w, c))
+                        return -1;
+                    if (c->wire[i] >= 0) {
+                        if (!c->rep && column_rep(w, c))
+                            return -1;
+                        c->rep[i] = 1;
+                    }
+                    c->wire[i] = (int8_t)wire;
+                }
+                if (wire == 1 || wire == 5) {
+                    if (c)
+                        c->a[i] = at;
+                    nxt = at + (wire == 1 ? 8 : 4);
+                } else {
+                    int64_t after;
+                    uint64_t value = varint(buf, size, at, &after);
+                    if (wire == 0) {
+                        if (c)
+                            c->a[i] = (int64_t)value;
+                        nxt = after;
+                    } else {
+                        if (repeated >= 0 && number == (uint64_t)repeated
+                            && add_row(w, i, after, (int64_t)value))
+                            return -1;
+                        if (c) {
+                            if (!c->b && column_b(w, c))
+                                return -1;
+                            c->a[i] = after;
+                            c->b[i] = (int64_t)value;
+                        }
+                        nxt = (int64_t)((uint64_t)after + value);
+                    }
+                }
+            }
+            if (nxt > stop || nxt <= here) {
+                bad[i] = 1;
+                break;
+            }
+            if (nxt == stop)
+                break;
+            p = nxt;
+        }
+    }
+    return 0;
+}
+
+static PyObject *or_none(PyObject *obj) {
+    if (obj)
+        return obj;
+    Py_RETURN_NONE;
+}
+
+static PyObject *walk(PyObject *self, PyObject *args) {
+    Py_buffer data, starts, ends;
+    PyObject *numbers;
+    long long repeated;
+    if (!PyArg_ParseTuple(args, "y*y*y*O!L", &data, &starts, &ends, &PyTuple_Type, &numbers,
+                          &repeated))
+        return NULL;
+    Py_ssize_t ncols = PyTuple_GET_SIZE(numbers);
+    Column cols[MAX_FIELDS];
+    int8_t small[64];
+    memset(cols, 0, sizeof cols);
+    memset(small, -1, sizeof small);
+    PyObject *result = NULL, *bad_o = NULL;
+    Walker w = {0};
+    w.lanes = starts.len / 8;
+    if (ncols > MAX_FIELDS || starts.len != ends.len || starts.len % 8) {
+        PyErr_SetString(PyExc_ValueError, "too many fields, or start and end differ in size");
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < ncols; k++) {
+        cols[k].number = PyLong_AsLongLong(PyTuple_GET_ITEM(numbers, k));
+        if (cols[k].number == -1 && PyErr_Occurred())
+            goto done;
+        if (cols[k].number >= 0 && cols[k].number < 64)
+            small[cols[k].number] = (int8_t)k;
+    }
+    if (!(bad_o = PyByteArray_FromStringAndSize(NULL, w.lanes)))
+        goto done;
+    uint8_t *bad = (uint8_t *)PyByteArray_AS_STRING(bad_o);
+    memset(bad, 0, (size_t)w.lanes);
+    w.released = PyEval_SaveThread();
+    int status = walk_lanes(&w, data.buf, data.len, starts.buf, ends.buf, cols, ncols, small,
+                            repeated, bad);
+    PyEval_RestoreThread(w.released);
+    if (status < 0)
+        goto done;
+    if (status > 0) {
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    }
+    for (int k = 0; k < 3; k++) {
+        if (!w.row_o[k] && !(w.row_o[k] = PyByteArray_FromStringAndSize(NULL, 0)))
+            goto done;
+        if (PyByteArray_Resize(w.row_o[k], w.rows * 8) < 0)
+            goto done;
+    }
+    PyObject *columns = PyTuple_New(ncols);
+    if (!columns)
+        goto done;
+    for (Py_ssize_t k = 0; k < ncols; k++) {
+        Column *c = &cols[k];
+        PyObject *item;
+        if (!c->wire_o) {
+            item = Py_None;
+            Py_INCREF(item);
+        } else {
+            item = PyTuple_Pack(4, c->wire_o, c->a_o, or_none(c->b_o), or_none(c->rep_o));
+            if (!c->b_o)
+                Py_DECREF(Py_None);
+            if (!c->rep_o)
+                Py_DECREF(Py_None);
+            if (!item) {
+                Py_DECREF(columns);
+                goto done;
+            }
+        }
+        PyTuple_SET_ITEM(columns, k, item);
+    }
+    result = PyTuple_Pack(5, bad_o, columns, w.row_o[0], w.row_o[1], w.row_o[2]);
+    Py_DECREF(columns);
+done:
+    for (Py_ssize_t k = 0; k < MAX_FIELDS; k++) {
+        Py_XDECREF(cols[k].wire_o);
+        Py_XDECREF(cols[k].a_o);
+        Py_XDECREF(cols[k].b_o);
+        Py_XDECREF(cols[k].rep_o);
+    }
+    for (int k = 0; k < 3; k++)
+        Py_XDECREF(w.row_o[k]);
+    Py_XDECREF(bad_o);
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&ends);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"walk", walk, METH_VARARGS,
+     "walk(buf, start, end, numbers, repeated) -> (bad, columns, rows_lane, rows_start, "
+     "rows_length), or None when a lane lies outside buf"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_wire",
+                                    "Protobuf messages walked field by field, many at once "
+                                    "(see runcompare.sources.codecs.protowire.walk).",
+                                    -1, methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__wire(void) { return PyModule_Create(&module); }
