@@ -290,3 +290,58 @@ def test_the_tensorboard_read_is_the_same_with_and_without_the_c_walker(folder, 
         assert mine.scalars.equals(theirs.scalars)
         assert (mine.starts, mine.texts, mine.hparams, mine.skipped, mine.damage) == (
             theirs.starts, theirs.texts, theirs.hparams, theirs.skipped, theirs.damage)
+
+
+# -- group_spans -------------------------------------------------------------------------
+
+def groups_both(buf, start, length) -> tuple[np.ndarray, list[bytes]]:
+    """group_spans with C and with numpy, asserted identical; the C result."""
+    start, length = np.asarray(start, np.int64), np.asarray(length, np.int64)
+    found = pw._wire.group(buf, start, length)
+    assert found is not None
+    if start.size == 0:  # group_spans answers before either path
+        assert found == (bytearray(), bytearray())
+        return pw.group_spans(buf, start, length)
+    codes, uniques = pw.group_spans(buf, start, length)  # C, unless RUNCOMPARE_PURE=1
+    pure_codes, pure_uniques = pw._group_numpy(buf, start, length)
+    assert codes.dtype == pure_codes.dtype == np.uint32
+    assert np.array_equal(codes, pure_codes) and uniques == pure_uniques
+    assert np.array_equal(np.frombuffer(found[0], np.uint32), pure_codes)
+    slow_codes, slow_uniques = pw._group_slow(buf, start, length)  # the plain definition
+    assert np.array_equal(codes, slow_codes) and uniques == slow_uniques
+    return codes, uniques
+
+
+@pytest.mark.parametrize("file", EVENT_FILES, ids=lambda f: str(f.relative_to(DATA)))
+def test_real_tags_group_the_same(file):
+    buf = np.frombuffer(file.read_bytes(), np.uint8)
+    frames = frame(buf)
+    event = pw.walk(buf, frames.starts, frames.starts + frames.lengths, EVENT)
+    summary = pw.walk(buf, *payloads(event.fields[5], np.flatnonzero(~event.bad)), set(),
+                      repeated=SUMMARY)
+    _, start, length = summary.rows
+    value = pw.walk(buf, start, start + length, VALUE)
+    live = ~value.bad & value.fields[1].has(2)
+    groups_both(buf, np.where(live, value.fields[1].a, 0), np.where(live, value.fields[1].b, 0))
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_random_spans_group_the_same(seed):
+    """Small alphabets (many equal strings, many of equal length), empty spans, spans at the
+    buffer's end, long ones (several 8-byte words), and over 64 distinct strings (the table
+    grows)."""
+    rng = np.random.default_rng(seed)
+    buf = np.frombuffer(rng.integers(0, 2 + seed, 5000, dtype=np.uint8).tobytes(), np.uint8)
+    length = rng.integers(0, [3, 9, 17, 40][seed % 4], 4000)
+    start = rng.integers(0, buf.size - length + 1)
+    start[:5], length[:5] = buf.size - length[:5], length[:5]  # flush with the end
+    codes, uniques = groups_both(buf, start, length)
+    assert len(uniques) == int(codes.max()) + 1
+
+
+def test_spans_outside_the_buffer_go_to_numpy():
+    buf = np.frombuffer(b"abc", np.uint8)
+    assert pw._wire.group(buf, np.array([2]), np.array([2])) is None
+    assert pw._wire.group(buf, np.array([-1]), np.array([1])) is None
+    assert pw._wire.group(buf, np.array([0]), np.array([-1])) is None
+    assert pw._wire.group(buf, np.array([3]), np.array([0])) is not None

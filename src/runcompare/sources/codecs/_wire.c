@@ -15,6 +15,11 @@
  * then says what that means). The GIL is released while the lanes are walked; it is taken
  * back only to allocate a column the first time its field occurs and to grow the rows.
  *
+ * group(buf, start, length) factorises the byte strings buf[start[i]:start[i] + length[i]]:
+ * returns (codes, first) as bytearrays, the uint32 code of each span (distinct strings
+ * numbered in order of first appearance) and the int64 index of each string's first span;
+ * None when a span lies outside `buf`. Exact: a hash table of the strings, compared bytewise.
+ *
  * Malformed fields, as in the numpy code: field number 0 and wire types 3, 4, 6, 7 end past
  * the buffer; a varint is read through the last byte of the buffer (a read past it rereads
  * that byte) and one longer than 10 bytes or running past the buffer ends past the buffer; a
@@ -25,6 +30,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define MAX_FIELDS 64
@@ -87,7 +93,7 @@ static int column_rep(Walker *w, Column *c) {
 
 static int add_row(Walker *w, int64_t lane, int64_t at, int64_t length) {
     if (w->rows == w->row_cap) {
-        Py_ssize_t cap = w->row_cap ? w->row_cap * 2 : 1024;
+        Py_ssize_t cap = w->row_cap ? w->row_cap * 2 : (w->lanes > 1024 ? w->lanes : 1024);
         int failed = 0;
         PyEval_RestoreThread(w->released);
         for (int k = 0; k < 3 && !failed; k++) {
@@ -212,6 +218,7 @@ static PyObject *or_none(PyObject *obj) {
 
 static PyObject *walk(PyObject *self, PyObject *args) {
     Py_buffer data, starts, ends;
+    (void)self;
     PyObject *numbers;
     long long repeated;
     if (!PyArg_ParseTuple(args, "y*y*y*O!L", &data, &starts, &ends, &PyTuple_Type, &numbers,
@@ -297,7 +304,134 @@ done:
     return result;
 }
 
+/* A hash of n bytes at p, 8 bytes at a time (never reading past p + n). */
+static inline uint64_t hash_bytes(const uint8_t *p, int64_t n) {
+    uint64_t h = (uint64_t)n * 0x9E3779B97F4A7C15ULL;
+    for (; n >= 8; p += 8, n -= 8) {
+        uint64_t word;
+        memcpy(&word, p, 8);
+        h = (h ^ word) * 0xBF58476D1CE4E5B9ULL;
+        h ^= h >> 31;
+    }
+    if (n > 0) {
+        uint64_t word = 0;
+        memcpy(&word, p, (size_t)n);
+        h = (h ^ word) * 0xBF58476D1CE4E5B9ULL;
+        h ^= h >> 31;
+    }
+    return h * 0x94D049BB133111EBULL;
+}
+
+typedef struct {
+    uint64_t hash;
+    int64_t first; /* index of the string's first span; -1: a free slot */
+    uint32_t code;
+} Slot;
+
+/* Group the spans into codes and firsts (`groups` of them); 0, 1 when a span lies outside
+ * the buffer, -1 when out of memory. */
+static int group_spans(const uint8_t *buf, int64_t size, const int64_t *start,
+                       const int64_t *length, Py_ssize_t n, uint32_t *codes, int64_t *firsts,
+                       int64_t *groups) {
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (start[i] < 0 || length[i] < 0 || start[i] > size || length[i] > size - start[i])
+            return 1;
+    size_t cap = 64, mask = cap - 1, used = 0;
+    Slot *table = malloc(cap * sizeof(Slot));
+    if (!table)
+        return -1;
+    for (size_t k = 0; k < cap; k++)
+        table[k].first = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const uint8_t *p = buf + start[i];
+        int64_t len = length[i];
+        uint64_t h = hash_bytes(p, len);
+        size_t k = (size_t)(h >> 7) & mask;
+        for (;; k = (k + 1) & mask) {
+            Slot *slot = &table[k];
+            if (slot->first < 0) {
+                slot->hash = h;
+                slot->first = i;
+                slot->code = (uint32_t)used;
+                firsts[used++] = i;
+                codes[i] = slot->code;
+                break;
+            }
+            if (slot->hash == h && length[slot->first] == len
+                && memcmp(buf + start[slot->first], p, (size_t)len) == 0) {
+                codes[i] = slot->code;
+                break;
+            }
+        }
+        if (used * 2 > cap) { /* grow: rehash the strings seen */
+            size_t bigger = cap * 4;
+            Slot *grown = malloc(bigger * sizeof(Slot));
+            if (!grown) {
+                free(table);
+                return -1;
+            }
+            for (size_t j = 0; j < bigger; j++)
+                grown[j].first = -1;
+            for (size_t j = 0; j < cap; j++) {
+                if (table[j].first < 0)
+                    continue;
+                size_t at = (size_t)(table[j].hash >> 7) & (bigger - 1);
+                while (grown[at].first >= 0)
+                    at = (at + 1) & (bigger - 1);
+                grown[at] = table[j];
+            }
+            free(table);
+            table = grown;
+            cap = bigger;
+            mask = cap - 1;
+        }
+    }
+    free(table);
+    *groups = (int64_t)used;
+    return 0;
+}
+
+static PyObject *group(PyObject *self, PyObject *args) {
+    Py_buffer data, starts, lengths;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*y*y*", &data, &starts, &lengths))
+        return NULL;
+    PyObject *result = NULL, *codes = NULL, *firsts = NULL;
+    Py_ssize_t n = starts.len / 8;
+    if (starts.len != lengths.len || starts.len % 8) {
+        PyErr_SetString(PyExc_ValueError, "start and length differ in size");
+        goto done;
+    }
+    if (!(codes = PyByteArray_FromStringAndSize(NULL, n * 4))
+        || !(firsts = PyByteArray_FromStringAndSize(NULL, n * 8)))
+        goto done;
+    int64_t groups = 0;
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = group_spans(data.buf, data.len, starts.buf, lengths.buf, n,
+                         (uint32_t *)PyByteArray_AS_STRING(codes),
+                         (int64_t *)PyByteArray_AS_STRING(firsts), &groups);
+    Py_END_ALLOW_THREADS
+    if (status < 0) {
+        PyErr_NoMemory();
+    } else if (status > 0) {
+        result = Py_None;
+        Py_INCREF(result);
+    } else if (PyByteArray_Resize(firsts, (Py_ssize_t)groups * 8) == 0) {
+        result = PyTuple_Pack(2, codes, firsts);
+    }
+done:
+    Py_XDECREF(codes);
+    Py_XDECREF(firsts);
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&lengths);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"group", group, METH_VARARGS,
+     "group(buf, start, length) -> (codes, first), or None when a span lies outside buf"},
     {"walk", walk, METH_VARARGS,
      "walk(buf, start, end, numbers, repeated) -> (bad, columns, rows_lane, rows_start, "
      "rows_length), or None when a lane lies outside buf"},

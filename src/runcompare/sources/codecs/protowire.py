@@ -310,7 +310,8 @@ def group_spans(buf: np.ndarray, start: np.ndarray,
                 length: np.ndarray) -> tuple[np.ndarray, list[bytes]]:
     """Factorise byte strings given as spans of ``buf``: a code per span and the distinct
     strings, in order of first appearance. Exact (every span is compared with its group's
-    first member), and vectorised: spans are read 8 bytes at a time and hashed.
+    first member), and vectorised: spans are read 8 bytes at a time and hashed (in C, with a
+    hash table, when the extension is built).
 
     >>> buf = np.frombuffer(b"lossaccloss", np.uint8)
     >>> codes, uniques = group_spans(buf, np.array([0, 4, 7]), np.array([4, 3, 4]))
@@ -319,6 +320,19 @@ def group_spans(buf: np.ndarray, start: np.ndarray,
     """
     if start.size == 0:
         return np.empty(0, np.uint32), []
+    if NATIVE and buf.dtype == np.uint8 and buf.ndim == 1 and buf.flags.c_contiguous:
+        assert _wire is not None
+        found = _wire.group(buf, np.ascontiguousarray(start, np.int64),
+                            np.ascontiguousarray(length, np.int64))
+        if found is not None:  # None: a span outside buf, which numpy reads as zeros
+            codes, first = np.frombuffer(found[0], np.uint32), np.frombuffer(found[1], np.int64)
+            return codes, [buf[s:s + n].tobytes() for s, n in zip(start[first].tolist(),
+                                                                   length[first].tolist())]
+    return _group_numpy(buf, start, length)
+
+
+def _group_numpy(buf: np.ndarray, start: np.ndarray,
+                 length: np.ndarray) -> tuple[np.ndarray, list[bytes]]:
     words = _words(buf, start, length)
     hashed = length.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
     for word in words:
