@@ -1,9 +1,10 @@
-"""The C walker (codecs/_wire.c) against the numpy one (protowire._walk_numpy): identical Walks,
-every array, on the real event files of tests/data walked the way _tfevents.py walks them, on
-those files' bytes mutated (bit flips, zeroed stretches, cuts) and on generated messages with
-what real files rarely hold: keys of several bytes, huge and negative lengths, overlong
-varints, wire types that cannot be skipped, lanes running to the buffer's last byte. Then the
-whole TensorBoard read gives the same frames with the C walker and without it.
+"""The C half of the event-file reader (codecs/_wire.c) against the numpy one: identical Walks
+(every array) from protowire.walk, on the real event files of tests/data walked the way
+_tfevents.py walks them, on those files' bytes mutated (bit flips, zeroed stretches, cuts) and
+on generated messages with what real files rarely hold: keys of several bytes, huge and
+negative lengths, overlong varints, wire types that cannot be skipped, lanes running to the
+buffer's last byte. The same for group_spans and for tfrecord's checked chains (frame). Then
+the whole TensorBoard read gives the same frames with the C code and without it.
 
 The generated messages are hand-made on purpose: they are the malformed input."""
 
@@ -19,7 +20,9 @@ from hypothesis import strategies as st
 
 import runcompare as rc
 from runcompare.errors import RuncompareError
+from runcompare.sources.codecs import crc as crc32c
 from runcompare.sources.codecs import protowire as pw
+from runcompare.sources.codecs import tfrecord
 from runcompare.sources.codecs.tfrecord import frame
 from runcompare.sources.formats import _tfevents as tfevents
 
@@ -257,6 +260,11 @@ def read(folder: Path) -> tuple[pl.DataFrame, list[str]] | str:
     return run.scalars, [f.message for f in run.findings]
 
 
+def native_mode(monkeypatch, on: bool) -> None:
+    monkeypatch.setattr(pw, "NATIVE", on)
+    monkeypatch.setattr(tfrecord, "NATIVE", on and bool(pw._wire.FAST_CRC))
+
+
 FOLDERS = sorted({f.parent for f in EVENT_FILES})
 
 
@@ -270,10 +278,10 @@ def test_the_tensorboard_read_is_the_same_with_and_without_the_c_walker(folder, 
         return native_walk(*args)
 
     monkeypatch.setattr(pw, "_walk_native", counting)
-    monkeypatch.setattr(pw, "NATIVE", True)  # also under RUNCOMPARE_PURE=1
+    native_mode(monkeypatch, True)  # also under RUNCOMPARE_PURE=1
     native = read(folder)
     assert called or "no readable TensorBoard event" in native  # no record: nothing walked
-    monkeypatch.setattr(pw, "NATIVE", False)
+    native_mode(monkeypatch, False)
     called.clear()
     pure = read(folder)
     assert not called
@@ -283,9 +291,9 @@ def test_the_tensorboard_read_is_the_same_with_and_without_the_c_walker(folder, 
     assert not isinstance(native, str)
     assert native[0].equals(pure[0]) and native[1] == pure[1]
     for file in folder.glob("events.out.tfevents*"):
-        monkeypatch.setattr(pw, "NATIVE", True)
+        native_mode(monkeypatch, True)
         mine = tfevents.decode(file.read_bytes())
-        monkeypatch.setattr(pw, "NATIVE", False)
+        native_mode(monkeypatch, False)
         theirs = tfevents.decode(file.read_bytes())
         assert mine.scalars.equals(theirs.scalars)
         assert (mine.starts, mine.texts, mine.hparams, mine.skipped, mine.damage) == (
@@ -345,3 +353,79 @@ def test_spans_outside_the_buffer_go_to_numpy():
     assert pw._wire.group(buf, np.array([-1]), np.array([1])) is None
     assert pw._wire.group(buf, np.array([0]), np.array([-1])) is None
     assert pw._wire.group(buf, np.array([3]), np.array([0])) is not None
+
+
+# -- TFRecord chains ---------------------------------------------------------------------
+
+def test_crc32c_is_the_standard_one():
+    rng = np.random.default_rng(0)
+    for size in [*range(40), 1000, 4099]:
+        data = rng.bytes(size)
+        assert pw._wire.crc32c(data) == crc32c.value(data)
+    assert pw._wire.crc32c(b"123456789") == 0xE3069283
+
+
+def frames_both(data: bytes) -> tfrecord.Frames:
+    """frame with the C chains and with numpy's (google_crc32c's chain CRC, and every record's
+    CRCs one by one), asserted identical; the C result."""
+    buf = np.frombuffer(data, np.uint8)
+    results = []
+    for native, spans in [(True, False), (False, False), (False, True)]:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(tfrecord, "NATIVE", native)
+            if spans:
+                patch.setattr(tfrecord, "_verify", tfrecord._verify_spans)
+            results.append(tfrecord.frame(buf))
+    for other in results[1:]:
+        assert np.array_equal(results[0].starts, other.starts)
+        assert np.array_equal(results[0].lengths, other.lengths)
+        assert results[0].starts.dtype == other.starts.dtype == np.int64
+        assert results[0].lengths.dtype == other.lengths.dtype == np.int64
+        assert results[0].damage == other.damage
+    return results[0]
+
+
+SEED_FILES = [f.read_bytes() for f in EVENT_FILES]
+
+
+@pytest.mark.parametrize("file", EVENT_FILES, ids=lambda f: str(f.relative_to(DATA)))
+def test_real_files_frame_the_same(file):
+    frames_both(file.read_bytes())
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_damaged_files_frame_the_same(seed):
+    damaged(seed)
+
+
+def damaged(seed: int) -> set[str]:
+    """Frame a real file damaged at random with C and numpy; the kinds of damage found.
+
+    Flipped bytes (in lengths, CRCs and data), cuts, inserted garbage, deleted and repeated
+    stretches."""
+    rng = np.random.default_rng(seed)
+    data = bytearray(SEED_FILES[seed % len(SEED_FILES)])
+    for _ in range(int(rng.integers(1, 6))):
+        kind = rng.choice(["flip", "cut", "insert", "delete", "repeat", "header"])
+        at = int(rng.integers(0, max(len(data), 1)))
+        if kind == "flip" and data:
+            data[at] ^= int(rng.integers(1, 256))
+        elif kind == "cut":
+            del data[at:]
+        elif kind == "insert":
+            data[at:at] = rng.bytes(int(rng.integers(1, 40)))
+        elif kind == "delete":
+            del data[at:at + int(rng.integers(1, 30))]
+        elif kind == "repeat":
+            data[at:at] = data[at:at + int(rng.integers(1, 200))]
+        elif data:  # a huge length with its CRC made to hold
+            length = int(rng.integers(1 << 40, 1 << 63)).to_bytes(8, "little")
+            data[at:at] = length + tfrecord.masked_crc32c(length).to_bytes(4, "little")
+    frames = frames_both(bytes(data))
+    return {d.reason.split(" (")[0].split(";")[0].lstrip("0123456789 ") for d in frames.damage}
+
+
+def test_the_damaged_files_hold_every_kind_of_damage():
+    kinds = set().union(*(damaged(seed) for seed in range(30)))
+    assert {"CRC mismatch in a record's data", "bytes of garbage",
+            "truncated last record"} <= kinds

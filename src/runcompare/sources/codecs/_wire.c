@@ -1,6 +1,8 @@
-/* Protobuf messages walked field by field, many at once: the native half of
- * runcompare.sources.codecs.protowire.walk (read that function and its docstring first; this
- * file gives exactly its results, lane after lane instead of field after field).
+/* The native half of reading TensorBoard event files: protobuf messages walked field by
+ * field, many at once (runcompare.sources.codecs.protowire.walk and group_spans), and the
+ * chain of TFRecord records checked (runcompare.sources.codecs.tfrecord._chain and _verify).
+ * Read those functions and their docstrings first; this file gives exactly their results,
+ * lane after lane instead of field after field.
  *
  * walk(buf, start, end, numbers, repeated) walks the messages buf[start[i]:end[i]] (`start`
  * and `end` int64 arrays as bytes-like objects). For each field number in `numbers` it keeps
@@ -19,6 +21,14 @@
  * returns (codes, first) as bytearrays, the uint32 code of each span (distinct strings
  * numbered in order of first appearance) and the int64 index of each string's first span;
  * None when a span lies outside `buf`. Exact: a hash table of the strings, compared bytewise.
+ *
+ * chain(buf, pos) follows the records `u64 length | u32 masked crc(length) | data | u32
+ * masked crc(data)` from `pos`, one after the other, while a whole record fits in `buf`:
+ * returns (heads, lengths, good, stop, garbage), the records' header offsets and lengths
+ * (int64) before the first whose length CRC fails, whether each one's data CRC holds (bool),
+ * the offset where the records stopped fitting and that of the first bad header (-1: none).
+ * crc32c(data) is the standard CRC-32C (SSE4.2's instruction where the CPU has it, a table
+ * elsewhere); FAST_CRC says which.
  *
  * Malformed fields, as in the numpy code: field number 0 and wire types 3, 4, 6, 7 end past
  * the buffer; a varint is read through the last byte of the buffer (a read past it rereads
@@ -429,7 +439,152 @@ done:
     return result;
 }
 
+/* -- CRC-32C and TFRecord chains ------------------------------------------------------- */
+
+static uint32_t crc_table[256];
+
+static void crc_init(void) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        crc_table[i] = c;
+    }
+}
+
+static uint32_t crc_soft(uint32_t crc, const uint8_t *p, size_t n) {
+    for (; n; n--, p++)
+        crc = crc_table[(crc ^ *p) & 0xFF] ^ (crc >> 8);
+    return crc;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HAVE_HW_CRC 1
+__attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t crc, const uint8_t *p,
+                                                          size_t n) {
+    uint64_t c = crc;
+    for (; n >= 8; p += 8, n -= 8) {
+        uint64_t word;
+        memcpy(&word, p, 8);
+        c = __builtin_ia32_crc32di(c, word);
+    }
+    crc = (uint32_t)c;
+    for (; n; n--, p++)
+        crc = __builtin_ia32_crc32qi(crc, *p);
+    return crc;
+}
+#endif
+
+static int hw_crc;
+
+/* The standard CRC-32C of n bytes. */
+static uint32_t crc32c(const uint8_t *p, size_t n) {
+#ifdef HAVE_HW_CRC
+    if (hw_crc)
+        return ~crc_hw(0xFFFFFFFFu, p, n);
+#endif
+    return ~crc_soft(0xFFFFFFFFu, p, n);
+}
+
+static inline uint32_t masked(uint32_t crc) {
+    return ((crc >> 15) | (crc << 17)) + 0xA282EAD8u;
+}
+
+static inline uint32_t u32_at(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static inline uint64_t u64_at(const uint8_t *p) {
+    return (uint64_t)u32_at(p) | (uint64_t)u32_at(p + 4) << 32;
+}
+
+typedef struct {
+    int64_t *heads, *lens;
+    uint8_t *good;
+    Py_ssize_t count, cap;
+} Chain;
+
+/* Follow the chain from pos into c; *stop and *garbage as chain() returns them. */
+static int follow(const uint8_t *buf, int64_t n, int64_t pos, Chain *c, int64_t *stop,
+                  int64_t *garbage) {
+    *garbage = -1;
+    while (pos + 12 <= n) {
+        uint64_t length = u64_at(buf + pos);
+        if (n - pos - 16 < 0 || length > (uint64_t)(n - pos - 16))
+            break;
+        if (masked(crc32c(buf + pos, 8)) != u32_at(buf + pos + 8)) {
+            *garbage = pos;
+            break;
+        }
+        if (c->count == c->cap) {
+            Py_ssize_t cap = c->cap ? c->cap * 2 : 4096;
+            int64_t *heads = realloc(c->heads, (size_t)cap * 8);
+            if (heads)
+                c->heads = heads;
+            int64_t *lens = realloc(c->lens, (size_t)cap * 8);
+            if (lens)
+                c->lens = lens;
+            uint8_t *good = realloc(c->good, (size_t)cap);
+            if (good)
+                c->good = good;
+            if (!heads || !lens || !good)
+                return -1;
+            c->cap = cap;
+        }
+        const uint8_t *data = buf + pos + 12;
+        c->heads[c->count] = pos;
+        c->lens[c->count] = (int64_t)length;
+        c->good[c->count] = masked(crc32c(data, (size_t)length)) == u32_at(data + length);
+        c->count++;
+        pos += (int64_t)length + 16;
+    }
+    *stop = pos;
+    return 0;
+}
+
+static PyObject *chain(PyObject *self, PyObject *args) {
+    Py_buffer data;
+    long long pos;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*L", &data, &pos))
+        return NULL;
+    Chain c = {0};
+    int64_t stop = pos, garbage = -1;
+    int status = 0;
+    if (pos >= 0) {
+        Py_BEGIN_ALLOW_THREADS
+        status = follow(data.buf, data.len, pos, &c, &stop, &garbage);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&data);
+    PyObject *result = NULL;
+    if (status < 0)
+        PyErr_NoMemory();
+    else
+        result = Py_BuildValue("y#y#y#LL", c.count ? (char *)c.heads : "", c.count * 8,
+                               c.count ? (char *)c.lens : "", c.count * 8,
+                               c.count ? (char *)c.good : "", c.count, (long long)stop,
+                               (long long)garbage);
+    free(c.heads);
+    free(c.lens);
+    free(c.good);
+    return result;
+}
+
+static PyObject *crc(PyObject *self, PyObject *args) {
+    Py_buffer data;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*", &data))
+        return NULL;
+    uint32_t value = crc32c(data.buf, (size_t)data.len);
+    PyBuffer_Release(&data);
+    return PyLong_FromUnsignedLong(value);
+}
+
 static PyMethodDef methods[] = {
+    {"chain", chain, METH_VARARGS,
+     "chain(buf, pos) -> (heads, lengths, good, stop, garbage): the checked TFRecord chain"},
+    {"crc32c", crc, METH_VARARGS, "crc32c(data) -> the standard CRC-32C of data"},
     {"group", group, METH_VARARGS,
      "group(buf, start, length) -> (codes, first), or None when a span lies outside buf"},
     {"walk", walk, METH_VARARGS,
@@ -443,4 +598,16 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_wire",
                                     "(see runcompare.sources.codecs.protowire.walk).",
                                     -1, methods, NULL, NULL, NULL, NULL};
 
-PyMODINIT_FUNC PyInit__wire(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__wire(void) {
+    crc_init();
+#ifdef HAVE_HW_CRC
+    __builtin_cpu_init();
+    hw_crc = !!__builtin_cpu_supports("sse4.2");
+#endif
+    PyObject *m = PyModule_Create(&module);
+    if (m && PyModule_AddIntConstant(m, "FAST_CRC", hw_crc) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
