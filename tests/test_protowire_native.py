@@ -34,7 +34,9 @@ METADATA, PLUGIN, TENSOR, SESSION = {1, 4}, {1}, {1, 4, 5, 6, 13}, {1}
 
 
 def test_the_extension_is_built():
-    assert pw._wire is not None
+    assert pw._wire is not None, (
+        "runcompare.sources.codecs._wire was not built: install a C compiler and the Python "
+        "headers, then reinstall runcompare")
 
 
 def both(buf, start, end, fields, repeated=None) -> pw.Walk:

@@ -122,7 +122,7 @@ def _checked_chain(buf: np.ndarray, pos: int
     header, their lengths, which hold their data CRC, where the records stopped fitting in
     the file, and the first bad header (None if none). In C, record after record, when the
     extension is built: the same results as :func:`_verify_spans`."""
-    if NATIVE and buf.flags.c_contiguous:
+    if NATIVE and buf.dtype == np.uint8 and buf.flags.c_contiguous:
         assert _wire is not None
         heads, lens, good, stop, garbage = _wire.chain(buf, pos)
         return (np.frombuffer(heads, np.int64), np.frombuffer(lens, np.int64),
