@@ -106,15 +106,6 @@ def test_the_add_hparams_folder_belongs_to_its_run_and_gives_facts():
     assert tf2["per_device_batch"].source == "tensorboard hparams: per_device_train_batch_size"
 
 
-def test_the_add_hparams_folder_given_alone_is_read_as_what_it_holds():
-    # it held no file of the run's own: the end-of-training rates' lookup raised a traceback
-    folder = next(p for p in (TB / "torch_simple").iterdir() if p.is_dir())
-    run = rc.load(folder, cache=False)
-    assert run.metrics == ["hparam/final_loss"]
-    assert run.batch.per_device_batch.value == 4
-    assert run.batch.per_device_batch.source == "tensorboard hparams: batch_size"
-
-
 @pytest.mark.parametrize(("folder", "tags", "steps", "exact"), [
     ("torch_new_style", ["train/loss", "train/loss_f64"], range(0, 50, 5), "train/loss_f64"),
     ("tb_writer", ["train/loss"], range(10), None),
@@ -150,6 +141,14 @@ def test_tf1_merged_summaries_hold_several_values_per_event():
     assert np.allclose(accuracy, 1 - losses.get_column("value") / 10, rtol=F32)
     (skipped,) = [f for f in raw.findings if f.code == "non-scalar-skipped"]
     assert "histograms 20" in skipped.message and "graphs 2" in skipped.message
+
+
+def test_the_add_hparams_folder_read_on_its_own_is_a_run_of_its_metrics():
+    (folder,) = [f for f in (TB / "seeds" / "seed0").iterdir() if f.is_dir()]
+    run = rc.load(folder, source="tensorboard", cache=False)  # once a polars error
+    points = run.scalars.select("metric", "step", "value").iter_rows()
+    assert [(m, s, pytest.approx(v, rel=F32)) for m, s, v in points] == reference(
+        event_file(folder))
 
 
 def test_purge_step_restart_is_a_leg_that_orphans_later_points():

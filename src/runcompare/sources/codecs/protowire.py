@@ -18,6 +18,7 @@ Wire format: a field is a varint key ``number << 3 | wire_type`` then a value: v
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -27,11 +28,20 @@ import polars as pl
 
 from .tfrecord import read_at
 
-__all__ = ["Column", "ProtoError", "Walk", "fields", "group_spans", "skip_field", "varint",
-           "varint_at", "walk"]
+try:
+    from . import _wire  # type: ignore[attr-defined]
+except ImportError:  # built without a C compiler: numpy walks every message
+    _wire = None
+
+__all__ = ["NATIVE", "Column", "ProtoError", "Walk", "fields", "group_spans", "skip_field",
+           "varint", "varint_at", "walk"]
+
+#: Whether :func:`walk` runs in C (built, and not turned off with ``RUNCOMPARE_PURE=1``).
+NATIVE = _wire is not None and os.environ.get("RUNCOMPARE_PURE", "") in ("", "0")
 
 _WIDTH = {1: 8, 5: 4}
-
+#: Field numbers the C walker takes (any key's number is below 2**61).
+_MAX_NUMBER = 1 << 61
 
 
 class Column:
@@ -126,8 +136,52 @@ def walk(buf: np.ndarray, start: np.ndarray, end: np.ndarray, fields: set[int],
 
     ``fields`` are the field numbers to keep (as :class:`Column`); ``repeated`` is one more
     field number whose every occurrence (a message) is returned in :attr:`Walk.rows`. Other
-    fields are skipped. A lane with a malformed field is marked bad and stops there.
+    fields are skipped. A lane with a malformed field is marked bad and stops there (the
+    values of that field already stored).
+
+    Runs in C (``_wire.c``, the same results) when the extension is built; numpy otherwise.
     """
+    if NATIVE:
+        found = _walk_native(buf, start, end, fields, repeated)
+        if found is not None:
+            return found
+    return _walk_numpy(buf, start, end, fields, repeated)
+
+
+def _walk_native(buf: np.ndarray, start: np.ndarray, end: np.ndarray, fields: set[int],
+                 repeated: int | None) -> Walk | None:
+    """:func:`walk` in C; None for what only numpy takes (other dtypes, lanes past ``buf``)."""
+    numbers = tuple(fields)
+    if not (buf.dtype == np.uint8 and buf.ndim == 1 and buf.flags.c_contiguous
+            and start.ndim == 1 and start.shape == end.shape and len(numbers) <= 64
+            and np.can_cast(start.dtype, np.int64) and np.can_cast(end.dtype, np.int64)
+            and all(type(n) is int and 0 <= n < _MAX_NUMBER for n in numbers)
+            and (repeated is None or type(repeated) is int and 0 <= repeated < _MAX_NUMBER)):
+        return None
+    assert _wire is not None
+    found = _wire.walk(buf, np.ascontiguousarray(start, np.int64),
+                       np.ascontiguousarray(end, np.int64), numbers,
+                       -1 if repeated is None else repeated)
+    if found is None:
+        return None
+    bad, columns, lanes, starts, lengths = found
+    size = start.size
+    out = {}
+    for number, arrays in zip(numbers, columns):
+        column = out[number] = Column(size)
+        if arrays is not None:
+            wire, a, b, again = arrays
+            column._wire = np.frombuffer(wire, np.int8)
+            column._a = np.frombuffer(a, np.int64)
+            column._b = None if b is None else np.frombuffer(b, np.int64)
+            column._repeated = None if again is None else np.frombuffer(again, bool)
+    return Walk(out, np.frombuffer(bad, bool), (np.frombuffer(lanes, np.int64),
+                                                np.frombuffer(starts, np.int64),
+                                                np.frombuffer(lengths, np.int64)))
+
+
+def _walk_numpy(buf: np.ndarray, start: np.ndarray, end: np.ndarray, fields: set[int],
+                repeated: int | None) -> Walk:
     size = start.size
     state = _State(buf, {number: Column(size) for number in fields}, repeated, size)
     pos = start.astype(np.int64, copy=True)
@@ -144,10 +198,11 @@ def walk(buf: np.ndarray, start: np.ndarray, end: np.ndarray, fields: set[int],
             else:
                 nxt[sel] = state.field(wire_key, index, here[sel] + 1)
         broken = (nxt > stop) | (nxt <= here)
+        going = nxt < stop
         if broken.any():
             state.bad[_index(lanes, np.flatnonzero(broken), size)] = True
+            going &= ~broken  # a field that does not advance would be read again and again
         pos[lanes] = nxt
-        going = nxt < stop
         lanes = lanes if going.all() else _index(lanes, np.flatnonzero(going), size)
     return Walk(state.columns, state.bad, _rows(state.rows, size))
 
@@ -255,7 +310,8 @@ def group_spans(buf: np.ndarray, start: np.ndarray,
                 length: np.ndarray) -> tuple[np.ndarray, list[bytes]]:
     """Factorise byte strings given as spans of ``buf``: a code per span and the distinct
     strings, in order of first appearance. Exact (every span is compared with its group's
-    first member), and vectorised: spans are read 8 bytes at a time and hashed.
+    first member), and vectorised: spans are read 8 bytes at a time and hashed (in C, with a
+    hash table, when the extension is built).
 
     >>> buf = np.frombuffer(b"lossaccloss", np.uint8)
     >>> codes, uniques = group_spans(buf, np.array([0, 4, 7]), np.array([4, 3, 4]))
@@ -264,6 +320,19 @@ def group_spans(buf: np.ndarray, start: np.ndarray,
     """
     if start.size == 0:
         return np.empty(0, np.uint32), []
+    if NATIVE and buf.dtype == np.uint8 and buf.ndim == 1 and buf.flags.c_contiguous:
+        assert _wire is not None
+        found = _wire.group(buf, np.ascontiguousarray(start, np.int64),
+                            np.ascontiguousarray(length, np.int64))
+        if found is not None:  # None: a span outside buf, which numpy reads as zeros
+            codes, first = np.frombuffer(found[0], np.uint32), np.frombuffer(found[1], np.int64)
+            return codes, [buf[s:s + n].tobytes() for s, n in zip(start[first].tolist(),
+                                                                   length[first].tolist())]
+    return _group_numpy(buf, start, length)
+
+
+def _group_numpy(buf: np.ndarray, start: np.ndarray,
+                 length: np.ndarray) -> tuple[np.ndarray, list[bytes]]:
     words = _words(buf, start, length)
     hashed = length.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
     for word in words:

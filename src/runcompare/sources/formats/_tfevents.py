@@ -155,12 +155,18 @@ def _values(buf: np.ndarray, event: pw.Walk, ok: np.ndarray) -> _Values:
         summary = pw.walk(buf, begin, begin + column.b[summaries[others]], set(), repeated=1)
         event.bad[summaries[others[summary.bad]]] = True
         lane, more_start, more_length = summary.rows
-        keep = ~summary.bad[lane]
-        owner = np.concatenate((owner, summaries[others[lane[keep]]]))
-        start = np.concatenate((start, more_start[keep]))
-        length = np.concatenate((length, more_length[keep]))
-        order = np.lexsort((start, owner))
-        owner, start, length = owner[order], start[order], length[order]
+        if summary.bad.any():
+            keep = ~summary.bad[lane]
+            lane, more_start, more_length = lane[keep], more_start[keep], more_length[keep]
+        more_owner = summaries[others[lane]]
+        if owner.size:  # both kinds: merge in event order
+            owner = np.concatenate((owner, more_owner))
+            start = np.concatenate((start, more_start))
+            length = np.concatenate((length, more_length))
+            order = np.lexsort((start, owner))
+            owner, start, length = owner[order], start[order], length[order]
+        else:  # the walk's rows are in event order already
+            owner, start, length = more_owner, more_start, more_length
     end = start + length
     return _Values(owner, start, end, pw.walk(buf, start, end, {1, 2, 3, 4, 5, 6, 8, 9}))
 
