@@ -217,3 +217,44 @@ def test_hints_are_part_of_the_key(run_dir):
     read_cached(module.format, run_dir, hints={"step_metric": "a"})
     read_cached(module.format, run_dir, hints={"step_metric": "b"})
     assert module.reads == 2
+
+
+#: Real runs of every format, each read twice: built, then whole from the cache.
+WHOLE = ["hf_resumed", "hf_seeds", "hf_ddp", "tensorboard/torch_purge", "tensorboard/seeds",
+         "wandb/project", "lightning", "mlflow/file_store", "mlflow/sqlite",
+         "text/megatron_restart", "text/torchtitan_resume", "batch_sweep"]
+
+
+@pytest.mark.parametrize("name", WHOLE)
+def test_a_whole_run_from_the_cache_is_the_run_built(name, monkeypatch):
+    first = rc.load_many([DATA / name], settings=["seq_len=64"])
+    module = __import__("runcompare.load", fromlist=["_build"])
+    monkeypatch.setattr(module, "_build", lambda *a, **k: pytest.fail("built again"))
+    again = rc.load_many([DATA / name], settings=["seq_len=64"])
+    assert len(again) == len(first) > 0
+    for a, b in zip(first, again):
+        assert b.scalars.equals(a.scalars) and b.to_json() == a.to_json()
+        assert (b.batch, b.facts, b.findings, b.hparams, b.legs, b.axis_sources, b.aliases) == (
+            a.batch, a.facts, a.findings, a.hparams, a.legs, a.axis_sources, a.aliases)
+
+
+def test_a_whole_run_is_built_again_when_its_settings_files_or_sidecar_change(tmp_path,
+                                                                              monkeypatch):
+    run = tmp_path / "sweep" / "run"
+    shutil.copytree(DATA / "hf_seeds" / "lr1e-3_seed1", run)
+    module = __import__("runcompare.load", fromlist=["_build"])
+    real, builds = module._build, []
+    monkeypatch.setattr(module, "_build", lambda *a, **k: (builds.append(1), real(*a, **k))[1])
+    assert rc.load(run).batch.seq_len.value is None and len(builds) == 1
+    rc.load(run)
+    assert len(builds) == 1  # whole from the cache
+    assert rc.load(run, settings=["seq_len=64"]).batch.seq_len.value == 64 and len(builds) == 2
+    (tmp_path / "sweep" / "runcompare.toml").write_text("seq_len = 128\n")  # beside the run
+    assert rc.load(run).batch.seq_len.value == 128 and len(builds) == 3
+    state = run / "trainer_state.json"
+    state.write_text(state.read_text().replace('"loss": ', '"loss": 1'))  # losses edited
+    edited = rc.load(run)
+    assert len(builds) == 4 and edited.scalars.filter(metric="train/loss").height > 0
+    rc.load(run)
+    assert len(builds) == 4
+    assert len(rc.load(run, cache=False).scalars) == len(edited.scalars) and len(builds) == 5

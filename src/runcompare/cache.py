@@ -30,6 +30,7 @@ import json
 import os
 import tempfile
 from collections.abc import Mapping
+from dataclasses import fields
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -37,10 +38,10 @@ from typing import Any
 import polars as pl
 
 from . import sources
-from .model import RAW_SCHEMA, Fact, Finding, RawLog
+from .model import RAW_SCHEMA, SCALAR_SCHEMA, BatchConfig, Fact, Finding, Findings, Leg, RawLog, Run
 from .sources import Format
 
-__all__ = ["cache_dir", "read_cached"]
+__all__ = ["cache_dir", "files_listing", "read_built", "read_cached", "store_built"]
 
 #: Bump when the layout of an entry changes.
 _FORMAT = 4
@@ -104,21 +105,93 @@ def _version() -> str:
 
 
 @functools.cache
-def _code_stamp() -> tuple[str, ...]:
-    """Size and mtime of every .py file of the readers (``runcompare/sources/``, every layer),
-    once per process."""
+def _code_stamp(whole: bool = False) -> tuple[str, ...]:
+    """Size and mtime of every module of the readers (``runcompare/sources/``, every layer,
+    the native ones too), or of the ``whole`` package, once per process."""
     root = Path(sources.__file__).parent
+    if whole:
+        root = root.parent
     try:
         return tuple(sorted(f"{p.relative_to(root)}:{p.stat().st_size}:{p.stat().st_mtime_ns}"
-                            for p in root.rglob("*.py")))
+                            for p in root.rglob("*") if p.suffix in (".py", ".so", ".pyd")))
     except OSError:
         return ()
+
+
+# -- whole runs ------------------------------------------------------------------------------
+
+def read_built(key: str, listing: list[list[Any]], path: Path) -> tuple[Run, Any] | None:
+    """The run built from the same inputs (``key``: everything a build is given, as a
+    string) and files (``listing``, see :func:`files_listing`), with the ``extra`` stored
+    beside it; ``path`` is the run's path as given this time."""
+    found = _read_entry(cache_dir() / _built_key(key), listing, SCALAR_SCHEMA)
+    if found is None:
+        return None
+    meta, scalars = found
+    try:
+        batch = BatchConfig(**_fact_map(meta["batch"]),
+                            ramp=tuple((int(a), int(b)) for a, b in meta["ramp"]))
+        run = Run(name=meta["name"], path=path, format=meta["source"], sources=meta["sources"],
+                  step_unit=meta["step_unit"], batch=batch, scalars=scalars,
+                  facts=_fact_map(meta["facts"]),
+                  findings=Findings(_finding_list(meta["findings"])),
+                  aliases=dict(meta["aliases"]), axis_sources=dict(meta["axis_sources"]),
+                  legs=tuple(Leg(*leg) for leg in meta["legs"]),
+                  hparams=_fact_map(meta["hparams"]))
+    except (ValueError, KeyError, TypeError, AttributeError):  # not the types written
+        return None
+    return run, meta["extra"]
+
+
+def store_built(key: str, listing: list[list[Any]], run: Run, extra: Any) -> None:
+    """Keep ``run`` (and ``extra``, plain JSON) for :func:`read_built`; a cache that cannot
+    be written is no error."""
+    batch = {f.name: getattr(run.batch, f.name) for f in fields(BatchConfig) if f.name != "ramp"}
+    try:
+        _write_entry(cache_dir() / _built_key(key), {
+            "listing": listing, "points": run.scalars.height, "extra": extra,
+            "name": run.name, "source": run.format, "sources": run.sources,
+            "step_unit": run.step_unit, "batch": _facts(batch),
+            "ramp": [list(step) for step in run.batch.ramp], "facts": _facts(run.facts),
+            "findings": _findings(run.findings), "aliases": run.aliases,
+            "axis_sources": run.axis_sources,
+            "legs": [[leg.leg, leg.first_step, leg.last_step, leg.wall_start, leg.wall_end]
+                     for leg in run.legs],
+            "hparams": _facts(run.hparams),
+        }, run.scalars)
+    except (OSError, TypeError, ValueError, pl.exceptions.PolarsError):
+        pass
+
+
+def files_listing(files: list[Path], maybe: list[Path]) -> list[list[Any]]:
+    """What :func:`read_built` checks: the ``files`` as :func:`read_cached` lists them, and
+    whether each of ``maybe`` is there (and as what); raises OSError when a file is gone."""
+    return _listing(files) + [_listing([m])[0] if m.is_file() else [str(m), None]
+                              for m in maybe]
+
+
+def _built_key(key: str) -> str:
+    parts = [str(_FORMAT), _version(), key, *_code_stamp(whole=True)]
+    return f"built-{hashlib.sha256(chr(0).join(parts).encode()).hexdigest()[:32]}"
 
 
 # -- reading an entry ----------------------------------------------------------------------
 
 def _load(entry: Path, listing: list[list[Any]], path: Path) -> RawLog | None:
     """The cached RawLog when the entry is whole, as written and made from the same files."""
+    found = _read_entry(entry, listing, RAW_SCHEMA)
+    if found is None:
+        return None
+    try:
+        return _from_meta(*found, path)
+    except (ValueError, KeyError, TypeError, AttributeError):  # not the types written
+        return None
+
+
+def _read_entry(entry: Path, listing: list[list[Any]],
+                schema: Mapping[str, Any]) -> tuple[dict[str, Any], pl.DataFrame] | None:
+    """An entry's metadata and points when it is whole, as written and made from the same
+    files (``listing``), its points of ``schema``; None otherwise."""
     try:
         digest, _, body = entry.with_suffix(".json").read_bytes().partition(b"\n")
         points = entry.with_suffix(".arrow").read_bytes()
@@ -128,9 +201,9 @@ def _load(entry: Path, listing: list[list[Any]], path: Path) -> RawLog | None:
         if meta.get("format") != _FORMAT or meta.get("listing") != listing:
             return None
         scalars = pl.read_ipc(io.BytesIO(points))
-        if scalars.height != meta["points"] or dict(scalars.schema) != RAW_SCHEMA:
+        if scalars.height != meta["points"] or dict(scalars.schema) != schema:
             return None
-        return _from_meta(meta, scalars, path)
+        return meta, scalars
     except (OSError, ValueError, KeyError, TypeError, AttributeError,
             pl.exceptions.PolarsError):  # unreadable, or not the types written: missing
         return None
@@ -145,9 +218,7 @@ def _from_meta(meta: dict[str, Any], scalars: pl.DataFrame, path: Path) -> RawLo
     return RawLog(
         source=meta["source"], path=_rebase(meta["path"], argument, path), scalars=scalars,
         step_unit=meta["step_unit"],
-        facts={k: Fact(f["value"], f["source"], f["kind"]) for k, f in meta["facts"].items()},
-        findings=[Finding(f["level"], f["code"], f["message"], f["run"])
-                  for f in meta["findings"]],
+        facts=_fact_map(meta["facts"]), findings=_finding_list(meta["findings"]),
         files=[_rebase(f, argument, path) for f in meta["files"]],
         aliases=dict(meta["aliases"]), name=meta["name"],
         leg_starts={int(k): int(v) for k, v in meta["leg_starts"].items()},
@@ -166,25 +237,44 @@ def _rebase(stored: str, argument: str, path: Path) -> Path:
 # -- writing an entry ----------------------------------------------------------------------
 
 def _store(entry: Path, listing: list[list[Any]], path: Path, raw: RawLog) -> None:
-    entry.parent.mkdir(parents=True, exist_ok=True)
-    meta = {
-        "format": _FORMAT, "listing": listing, "argument": str(path), "points": raw.points,
+    _write_entry(entry, {
+        "listing": listing, "argument": str(path), "points": raw.points,
         "source": raw.source, "path": str(raw.path), "step_unit": raw.step_unit,
-        "facts": {k: {"value": f.value, "source": f.source, "kind": f.kind}
-                  for k, f in raw.facts.items()},
-        "findings": [{"level": f.level, "code": f.code, "message": f.message, "run": f.run}
-                     for f in raw.findings],
+        "facts": _facts(raw.facts), "findings": _findings(raw.findings),
         "files": [str(f) for f in raw.files], "aliases": raw.aliases, "name": raw.name,
         "leg_starts": {str(k): v for k, v in raw.leg_starts.items()},
         "hparams": {k: f.to_json() for k, f in raw.hparams.items()},
-    }
-    body = json.dumps(meta).encode("utf-8")  # first: a value JSON cannot hold stops here
-    buffer = io.BytesIO()
-    raw.scalars.write_ipc(buffer, compression="zstd")
-    points = buffer.getvalue()
-    _atomic(entry.with_suffix(".arrow"), lambda f: f.write(points))
+    }, raw.scalars)
+
+
+def _write_entry(entry: Path, meta: dict[str, Any], points: pl.DataFrame) -> None:
+    """Write an entry: its points, then its metadata with the digest of both (so a
+    half-written entry is never taken for a whole one)."""
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    body = json.dumps({"format": _FORMAT, **meta}).encode("utf-8")  # first: a value JSON
+    buffer = io.BytesIO()                                            # cannot hold stops here
+    points.write_ipc(buffer, compression="zstd")
+    data = buffer.getvalue()
+    _atomic(entry.with_suffix(".arrow"), lambda f: f.write(data))
     _atomic(entry.with_suffix(".json"),
-            lambda f: f.write(_digest(body, points).encode("ascii") + b"\n" + body))
+            lambda f: f.write(_digest(body, data).encode("ascii") + b"\n" + body))
+
+
+def _facts(facts: Mapping[str, Fact[Any]]) -> dict[str, dict[str, Any]]:
+    return {k: {"value": f.value, "source": f.source, "kind": f.kind} for k, f in facts.items()}
+
+
+def _findings(findings: list[Finding]) -> list[dict[str, Any]]:
+    return [{"level": f.level, "code": f.code, "message": f.message, "run": f.run}
+            for f in findings]
+
+
+def _fact_map(stored: Mapping[str, Any]) -> dict[str, Fact[Any]]:
+    return {k: Fact(f["value"], f["source"], f["kind"]) for k, f in stored.items()}
+
+
+def _finding_list(stored: list[Any]) -> list[Finding]:
+    return [Finding(f["level"], f["code"], f["message"], f["run"]) for f in stored]
 
 
 def _atomic(target: Path, write: Any) -> None:

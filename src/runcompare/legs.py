@@ -31,7 +31,8 @@ def resolve_legs(scalars: pl.DataFrame, *, policy: str = "keep-last",
     """
     if policy not in DUPLICATE_POLICIES:
         raise UsageError(f"--duplicates {policy!r}: choose one of {', '.join(DUPLICATE_POLICIES)}")
-    if policy == "all" or scalars.get_column("leg").n_unique() < 2:
+    numbers = scalars.get_column("leg").to_numpy()
+    if policy == "all" or numbers.size == 0 or numbers.min() == numbers.max():  # one leg
         return scalars, []
     legs = scalars.group_by("leg").agg(first=pl.col("step").min(), last=pl.col("step").max())
     if starts:

@@ -4,6 +4,7 @@ and put every point on every axis."""
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -13,13 +14,13 @@ import numpy as np
 import polars as pl
 
 from .axes import axis_sources, normalize
-from .cache import read_cached
+from .cache import files_listing, read_built, read_cached, store_built
 from .errors import InputError, MissingInfoError, NoLogsFoundError, RuncompareError, UsageError
 from .legs import resolve_legs
 from .model import Fact, Finding, Findings, Leg, RawLog, Run
 from .parallel import run_all, workers_for
 from .remote import localize, origin, remote_url
-from .resolve import merge_facts, parse_settings, read_sidecar, resolve_batch, user_fact
+from .resolve import SIDECAR, merge_facts, parse_settings, read_sidecar, resolve_batch, user_fact
 from .sources import REGISTRY, Format, detect, unreadable
 from .sources.config import config_facts, config_hparams, merge_hparams
 
@@ -182,27 +183,81 @@ class _Read:
 
 def _stage(task: _Task) -> _Read | Finding:
     """Read one run (in a worker process or here): its run, or the run-skipped finding of a
-    run that cannot be read (raised when it is the only one)."""
-    read = _raws(task)
+    run that cannot be read (raised when it is the only one). A run built before from the
+    same files and settings comes from the cache whole."""
+    formats = _formats(task)
+    if isinstance(formats, Finding):
+        return formats
+    listing = _listing(task, formats) if task.cache else None
+    if listing is not None:
+        found = read_built(_task_key(task), listing, task.root)
+        if found is not None:
+            run, (base, split) = found
+            return _Read(base, run.name, run, None, split)
+    read = _raws(task, formats)
     if isinstance(read, Finding):
         return read
     raws, findings = read
     named = (task.user.get("name") or Fact(None, "")).value or (
         _chosen(raws).name if task.from_source else None)
-    return _built(task, named or task.name, named or task.unique, raws, findings)
+    done = _built(task, named or task.name, named or task.unique, raws, findings)
+    if listing is not None and done.run is not None and _listing(task, formats) == listing:
+        store_built(_task_key(task), listing, done.run, [done.base, done.split])
+    return done
 
 
-def _raws(task: _Task) -> tuple[list[RawLog], list[Finding]] | Finding:
-    hints = {**_hints(task.root, task.user), **({"pattern": task.pattern} if task.pattern else {})}
+def _formats(task: _Task) -> dict[str, Format] | Finding:
+    """The formats found at the task's root (the text source alone with ``--pattern``)."""
     try:
-        formats = detect(task.root, source=task.source) if task.pattern is None else {
+        return detect(task.root, source=task.source) if task.pattern is None else {
             "text": REGISTRY["text"]}
+    except InputError as exc:
+        return _skipped(task, exc)
+
+
+def _skipped(task: _Task, exc: InputError) -> Finding:
+    """The run-skipped finding of a run of several that cannot be read (one alone raises)."""
+    if task.alone:
+        raise exc
+    return Finding("warning", "run-skipped", f"{task.unique} was not read ({exc}); the other "
+                   "runs are compared without it")
+
+
+def _listing(task: _Task, formats: Mapping[str, Format]) -> list[list[Any]] | None:
+    """What a whole run's cache entry is checked against: every file its sources read, the
+    runcompare.toml files its build reads (or their absence) and what was passed over."""
+    folder = task.root if task.root.is_dir() else task.root.parent
+    try:
+        return [*files_listing([f for fmt in formats.values() for f in fmt.files_at(task.root)],
+                               [folder / SIDECAR, folder.parent / SIDECAR]),
+                ["passed-over", unreadable(task.root)]]
+    except OSError:
+        return None
+
+
+def _task_key(task: _Task) -> str:
+    """Everything a build is given, as one string (a whole run's cache key)."""
+    def facts(given: Mapping[str, Fact[Any]]) -> list[Any]:
+        return sorted([k, f.value, f.source, f.kind] for k, f in given.items())
+
+    return json.dumps([str(task.root), str(task.root.resolve()), task.name, task.from_source,
+                       task.unique, facts(task.user), task.source, task.pattern,
+                       task.duplicates, facts(task.stated), facts(task.stated_hparams),
+                       task.alone], default=str)
+
+
+def _raws(task: _Task, formats: Mapping[str, Format] | None = None
+          ) -> tuple[list[RawLog], list[Finding]] | Finding:
+    hints = {**_hints(task.root, task.user), **({"pattern": task.pattern} if task.pattern else {})}
+    if formats is None:
+        found = _formats(task)
+        if isinstance(found, Finding):
+            return found
+        formats = found
+    try:
         return _read_all(formats, task.root, task.cache, hints)
     except InputError as exc:  # one unreadable run of several: the others are compared
-        if task.alone:
-            raise
-        return Finding("warning", "run-skipped", f"{task.unique} was not read ({exc}); the "
-                       "other runs are compared without it")
+        return _skipped(task, exc)
 
 
 def _built(task: _Task, base: str, name: str, raws: list[RawLog],
@@ -317,6 +372,9 @@ def _chosen(raws: list[RawLog], duplicates: str = "all") -> RawLog:
     if not with_points:
         raise NoLogsFoundError(f"{raws[0].path}: only a configuration ({raws[0].source}) was "
                                "found, no logged points; point runcompare at the run's logs")
+
+    if len(with_points) == 1:
+        return with_points[0]
 
     def rank(raw: RawLog) -> tuple[bool, int]:
         kept = resolve_legs(raw.scalars, policy=duplicates, starts=raw.leg_starts)[0].height
