@@ -166,11 +166,18 @@ def read_file(file: Path) -> Buffer:
     return bytearray(data[:]) + more if more else data
 
 
+#: Files smaller than this are read into a bytearray: mapping pages costs more than it saves
+#: there (4× a bytearray's time at 500 KB), and a huge page can stall on the kernel's
+#: compaction for milliseconds when memory is fragmented (a sweep of small event files).
+MAP_FROM = 8 << 20
+
+
 def writable(size: int) -> Buffer:
-    """``size`` writable bytes (contents undefined until written): an anonymous map in huge
-    pages where the kernel gives them (filled 2.5× faster than small pages, and the random
-    reads of the decoders miss the TLB less), else with its small pages mapped at once."""
-    if hasattr(mmap, "MAP_POPULATE"):
+    """``size`` writable bytes (contents undefined until written): for a large file an
+    anonymous map in huge pages where the kernel gives them (filled 2.5× faster than small
+    pages, and the random reads of the decoders miss the TLB less), else with its small pages
+    mapped at once; a bytearray for a small one."""
+    if size >= MAP_FROM and hasattr(mmap, "MAP_POPULATE"):
         huge = _huge_pages()
         try:
             data = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
