@@ -1,24 +1,30 @@
-"""Parsed runs cached as Arrow IPC files, so reading unchanged logs again skips parsing them.
+"""Parsed runs, and whole runs as built, cached as Arrow IPC, so reading unchanged logs again
+skips parsing them, and building them again with the same settings.
 
 Where: ``$XDG_CACHE_HOME/runcompare`` (``~/.cache/runcompare`` when unset), two files per
-entry: ``<key>.arrow`` (the points as zstd-compressed Arrow IPC: smaller than parquet for
-these frames, and written and read in about a third of its time) and ``<key>.json``
-(everything else of the :class:`~runcompare.model.RawLog`, and the listing it was read from),
-written in that order,
-each atomically, so a half-written entry is never taken for a whole one. The ``.json`` file's
-first line is the SHA-256 of the rest of it and of the points file's bytes: an entry that was
-edited, damaged or mixed with another is treated as missing, as is one whose content does not
-have the types runcompare writes.
+entry: ``<key>.arrow`` (the points as a zstd-compressed Arrow IPC stream: smaller than
+parquet for these frames, and written and read in a fifth of its time) and ``<key>.json``
+(everything else of the :class:`~runcompare.model.RawLog` or :class:`~runcompare.model.Run`,
+and the listing it was read from), written in that order, each atomically, so a half-written
+entry is never taken for a whole one. The ``.json`` file's first line is the SHA-256 of the
+rest of it and of the points file's bytes: an entry that was edited, damaged or mixed with
+another is treated as missing, as is one whose content does not have the types runcompare
+writes.
 
-Key: the source name, the path's absolute form, the runcompare version, the hints given to
-the source (facts the user stated that change what is read), and the size and mtime of the
-readers' code (every module under ``sources/``, so an edited checkout never serves stale
-parses). An entry is used only while the format's ``files_at(path)`` (every file its reader
-reads) lists the same files with the same size, mtime and ctime in nanoseconds and inode: a
-file that grew, changed or appeared means a fresh read (which replaces the entry), also after
-an edit whose mtime was put back (``cp -p``, ``rsync -t``, ``touch -r``), since the ctime
-cannot be set back and a replaced file has a new inode. A cache that cannot be written
-(read-only home, full disk) is skipped silently; one that cannot be read is treated as missing.
+A parsed source's key: the source name, the path's absolute form, the runcompare version,
+the hints given to the source (facts the user stated that change what is read), and the
+size and mtime of the readers' code (every module under ``sources/``, the native ones too,
+so an edited checkout never serves stale parses). An entry is used only while the format's
+``files_at(path)`` (every file its reader reads) lists the same files with the same size,
+mtime and ctime in nanoseconds and inode: a file that grew, changed or appeared means a
+fresh read (which replaces the entry), also after an edit whose mtime was put back (``cp
+-p``, ``rsync -t``, ``touch -r``), since the ctime cannot be set back and a replaced file has
+a new inode. A whole run's key is everything its build is given (the path as given, names,
+stated facts, ``--duplicates``, the config file's facts) and the whole package's code; it is
+used while every file of its sources lists the same, its runcompare.toml files are the same
+(or still absent) and the same entries are passed over. A cache that cannot be written
+(read-only home, full disk) is skipped silently; one that cannot be read is treated as
+missing.
 """
 
 from __future__ import annotations
@@ -44,7 +50,7 @@ from .sources import Format
 __all__ = ["cache_dir", "files_listing", "read_built", "read_cached", "store_built"]
 
 #: Bump when the layout of an entry changes.
-_FORMAT = 4
+_FORMAT = 5
 
 
 def read_cached(fmt: Format, path: Path, *, enabled: bool = True,
@@ -200,7 +206,7 @@ def _read_entry(entry: Path, listing: list[list[Any]],
         meta = json.loads(body)
         if meta.get("format") != _FORMAT or meta.get("listing") != listing:
             return None
-        scalars = pl.read_ipc(io.BytesIO(points))
+        scalars = pl.read_ipc_stream(io.BytesIO(points))
         if scalars.height != meta["points"] or dict(scalars.schema) != schema:
             return None
         return meta, scalars
@@ -253,7 +259,7 @@ def _write_entry(entry: Path, meta: dict[str, Any], points: pl.DataFrame) -> Non
     entry.parent.mkdir(parents=True, exist_ok=True)
     body = json.dumps({"format": _FORMAT, **meta}).encode("utf-8")  # first: a value JSON
     buffer = io.BytesIO()                                            # cannot hold stops here
-    points.write_ipc(buffer, compression="zstd")
+    points.write_ipc_stream(buffer, compression="zstd")
     data = buffer.getvalue()
     _atomic(entry.with_suffix(".arrow"), lambda f: f.write(data))
     _atomic(entry.with_suffix(".json"),
