@@ -17,9 +17,11 @@ the readers. Peers run with
 Prints each time, points read, peak memory (max RSS of the process) and the ratios against
 the goals (cold ≥ 20× tbparse and ≥ 12× EventAccumulator, cached ≥ 200× tbparse, < 400 MB).
 
-Then the whole process, as a user meets it, start-up included: ``runcompare inspect DIR
+Also the whole process, as a user meets it, start-up included: ``runcompare inspect DIR
 --json --no-cache`` against ``python -c "from tbparse import SummaryReader;
-SummaryReader(DIR).scalars"``, each timed from launch to exit (goal ≥ 25×). Without torch
+SummaryReader(DIR).scalars"``, each timed from launch to exit (goal ≥ 25×). Every contender
+runs once a round, in an order that turns every round (``--repeat`` rounds), so a busy
+machine hurts all of them alike; each figure is the median (min–max). Without torch
 the event file is written by tensorboard's own ``EventFileWriter`` (the writer torch's
 ``SummaryWriter`` wraps), the same records.
 """
@@ -102,36 +104,53 @@ def main() -> None:
                         else sys.executable)
     parser.add_argument("--data", type=Path,
                         default=Path(tempfile.gettempdir()) / f"runcompare-bench-tb-{STEPS}x{TAGS}")
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=3, help="alternating rounds")
     options = parser.parse_args()
     path = _data(options.data, options.peer_python)
-    rows = {}
-    for reader in ("runcompare read", "runcompare.load"):
-        cold, cached = [], []
-        for _ in range(options.repeat):
-            with tempfile.TemporaryDirectory() as cache:
-                cold.append(_time(reader, path, sys.executable, cache))
-                cached.append(_time(reader, path, sys.executable, cache))
-        rows[f"{reader} (cold)"] = _median(cold)
-        rows[f"{reader} (cached)"] = _median(cached)
-    for peer in ("tbparse", "EventAccumulator"):
-        rows[peer] = _time(peer, path, options.peer_python, None)
+    contenders = ["runcompare read", "runcompare.load", "tbparse", "EventAccumulator",
+                  "whole runcompare", "whole tbparse"]
+    results: dict[str, list[dict]] = {}
+    for i in range(options.repeat):  # the order turns every round: a busy machine hurts all
+        for name in contenders[i % len(contenders):] + contenders[:i % len(contenders)]:
+            for label, row in _contender(name, path, options.peer_python).items():
+                results.setdefault(label, []).append(row)
+    rows = {name: _median(runs) for name, runs in results.items()
+            if not name.startswith("whole")}
     _report(rows, options.repeat)
-    _whole(path, options.peer_python, options.repeat)
+    _whole(results)
 
 
-def _whole(path: Path, peer: str, repeat: int) -> None:
-    """Launch to exit: ``runcompare inspect DIR --json --no-cache`` (median of ``repeat``)
-    against tbparse's shortest script (once: it takes half a minute)."""
+def _contender(name: str, path: Path, peer: str) -> dict[str, dict]:
+    """One contender's run(s): a runcompare reader cold and then cached (in one fresh cache),
+    a peer once, or a whole process timed from launch to exit."""
     env = {"PATH": "/usr/bin:/bin", "HOME": str(Path.home())}
-    ours = [_clock([sys.executable, "-m", "runcompare", "inspect", str(path), "--json",
-                    "--no-cache"], env) for _ in range(repeat)]
-    theirs = _clock([peer, "-c", WHOLE_TBPARSE, str(path)], env)
-    seconds = statistics.median(ours)
+    if name == "whole runcompare":
+        command = [sys.executable, "-m", "runcompare", "inspect", str(path), "--json",
+                   "--no-cache"]
+        return {name: {"seconds": _clock(command, env), "points": 0, "peak_mb": 0}}
+    if name == "whole tbparse":
+        return {name: {"seconds": _clock([peer, "-c", WHOLE_TBPARSE, str(path)], env),
+                       "points": 0, "peak_mb": 0}}
+    if name.startswith("runcompare"):
+        with tempfile.TemporaryDirectory() as cache:
+            return {f"{name} (cold)": _time(name, path, sys.executable, cache),
+                    f"{name} (cached)": _time(name, path, sys.executable, cache)}
+    return {name: _time(name, path, peer, None)}
+
+
+def _whole(results: dict[str, list[dict]]) -> None:
+    """Launch to exit: ``runcompare inspect DIR --json --no-cache`` against tbparse's
+    shortest script, each once a round."""
+    ours = [r["seconds"] for r in results["whole runcompare"]]
+    theirs = [r["seconds"] for r in results["whole tbparse"]]
+    ratio = statistics.median(theirs) / statistics.median(ours)
     print(f"\nwhole process, start-up included: runcompare inspect --json --no-cache "
-          f"{seconds:.2f} s (median of {repeat}: {min(ours):.2f}–{max(ours):.2f}), tbparse "
-          f"{theirs:.2f} s: {theirs / seconds:.1f}× (goal ≥ 25×) "
-          f"{'ok' if theirs / seconds >= 25 else 'MISSED'}")
+          f"{_spread(ours)}, tbparse {_spread(theirs)}: {ratio:.1f}× (goal ≥ 25×) "
+          f"{'ok' if ratio >= 25 else 'MISSED'}")
+
+
+def _spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f} s ({min(values):.2f}–{max(values):.2f})"
 
 
 def _clock(command: list[str], env: dict[str, str]) -> float:
@@ -162,20 +181,20 @@ def _time(reader: str, path: Path, python: str, cache: str | None) -> dict:
 
 
 def _median(results: list[dict]) -> dict:
-    seconds = statistics.median(r["seconds"] for r in results)
-    return {"seconds": seconds, "points": results[0]["points"],
-            "peak_mb": max(r["peak_mb"] for r in results)}
+    times = [r["seconds"] for r in results]
+    return {"seconds": statistics.median(times), "min": min(times), "max": max(times),
+            "points": results[0]["points"], "peak_mb": max(r["peak_mb"] for r in results)}
 
 
 def _report(rows: dict[str, dict], repeat: int) -> None:
     tbparse = rows["tbparse"]["seconds"]
-    print(f"\n{TAGS} tags × {STEPS:,} steps = {TAGS * STEPS:,} scalars "
-          f"(runcompare: median of {repeat}; peak RSS is the whole process)\n")
+    print(f"\n{TAGS} tags × {STEPS:,} steps = {TAGS * STEPS:,} scalars (median (min–max) of "
+          f"{repeat} alternating rounds; peak RSS is the whole process)\n")
     print("| reader | seconds | points | peak RSS (MB) | tbparse ÷ this |")
     print("|---|---:|---:|---:|---:|")
     for name, row in rows.items():
-        print(f"| {name} | {row['seconds']:.3f} | {row['points']:,} | {row['peak_mb']:.0f} | "
-              f"{tbparse / row['seconds']:.1f}× |")
+        print(f"| {name} | {row['seconds']:.3f} ({row['min']:.3f}–{row['max']:.3f}) | "
+              f"{row['points']:,} | {row['peak_mb']:.0f} | {tbparse / row['seconds']:.1f}× |")
     cold, cached = rows["runcompare read (cold)"], rows["runcompare read (cached)"]
     accumulator = rows["EventAccumulator"]["seconds"]
     goals = [
