@@ -15,7 +15,8 @@ order turns every round, so a busy machine hurts all of them alike):
 - ``tbparse`` (TensorBoard): ``tbparse.SummaryReader(run).scalars`` per run (``pip install
   tbparse``; not a runcompare dependency).
 
-For each it prints the median (min–max) of the read, timed inside the process after its
+Before each timing the OS page cache is filled with the logs, the cache and the
+libraries (``benchmarks/oscache.py``). For each it prints the median (min–max) of the read, timed inside the process after its
 imports, and of the whole process (interpreter start and imports too: what a command pays),
 and the ratios of the medians against runcompare. Goals (issue 18): 400 runs cold under 4 s
 on 2 cores for both formats, ≥ 4× faster than the plain loop on trainer_state.json and ≥ 25×
@@ -36,6 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from oscache import fill
 from sweep_data import make
 
 TIMER = """
@@ -104,6 +106,7 @@ def _rounds(folder: Path, contenders: list[str], rounds: int) -> dict[str, list[
 
 
 def _time(name: str, folder: Path, cache: Path) -> dict:
+    fill(folder, cache)  # logs and libraries in memory (oscache's docstring says why)
     imports, read = READERS[name]
     env = {"XDG_CACHE_HOME": str(cache), "PATH": "/usr/bin:/bin"}
     start = time.perf_counter()
