@@ -258,3 +258,14 @@ def test_a_whole_run_is_built_again_when_its_settings_files_or_sidecar_change(tm
     rc.load(run)
     assert len(builds) == 4
     assert len(rc.load(run, cache=False).scalars) == len(edited.scalars) and len(builds) == 5
+
+
+def test_a_cache_folder_removed_between_reads_is_made_again(tmp_path):
+    run = rc.load(DATA / "hf_tokens")
+    shutil.rmtree(cache_dir())
+    again = rc.load(DATA / "hf_tokens")
+    assert again.scalars.equals(run.scalars)
+    names = [p.name for p in cache_dir().iterdir()]
+    built = [n for n in names if n.startswith("built-")]
+    assert sorted(n.rsplit(".", 1)[1] for n in built) == ["arrow", "json"]  # the whole run
+    assert len(names) > len(built) and len(names) % 2 == 0  # and its parsed sources

@@ -256,14 +256,30 @@ def _store(entry: Path, listing: list[list[Any]], path: Path, raw: RawLog) -> No
 def _write_entry(entry: Path, meta: dict[str, Any], points: pl.DataFrame) -> None:
     """Write an entry: its points, then its metadata with the digest of both (so a
     half-written entry is never taken for a whole one)."""
-    entry.parent.mkdir(parents=True, exist_ok=True)
     body = json.dumps({"format": _FORMAT, **meta}).encode("utf-8")  # first: a value JSON
     buffer = io.BytesIO()                                            # cannot hold stops here
     points.write_ipc_stream(buffer, compression="zstd")
     data = buffer.getvalue()
-    _atomic(entry.with_suffix(".arrow"), lambda f: f.write(data))
+    _made(entry.parent)
+    try:
+        _atomic(entry.with_suffix(".arrow"), lambda f: f.write(data))
+    except FileNotFoundError:  # the cache folder was removed meanwhile
+        _MADE.discard(entry.parent)
+        _made(entry.parent)
+        _atomic(entry.with_suffix(".arrow"), lambda f: f.write(data))
     _atomic(entry.with_suffix(".json"),
             lambda f: f.write(_digest(body, data).encode("ascii") + b"\n" + body))
+
+
+def _made(folder: Path) -> None:
+    """``folder`` made (once a process: a mkdir of a folder that two processes fill at once
+    waits on the filesystem's lock, about a millisecond an entry)."""
+    if folder not in _MADE:
+        folder.mkdir(parents=True, exist_ok=True)
+        _MADE.add(folder)
+
+
+_MADE: set[Path] = set()
 
 
 def _facts(facts: Mapping[str, Fact[Any]]) -> dict[str, dict[str, Any]]:
