@@ -142,8 +142,9 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
     if scalars.is_empty():
         findings.append(Finding("warning", "no-scalars",
                                 f"{path}: no scalar in {len(decoded)} event file(s) yet"))
-    scalars, aliases = _epoch_axis(scalars)
-    unit = _step_unit(scalars)
+    tags = set(scalars.get_column("metric").unique().to_list())
+    scalars, aliases = _epoch_axis(scalars, tags)
+    unit = _step_unit(tags)
     if unit == "epoch":
         findings.append(Finding("info", "step-is-epoch",
                                 f"{path}: every tag is a Keras epoch_* tag, logged once an epoch "
@@ -155,10 +156,9 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
                   hparams=_hparams(legs.order))
 
 
-def _epoch_axis(scalars: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, str]]:
+def _epoch_axis(scalars: pl.DataFrame, tags: set[str]) -> tuple[pl.DataFrame, dict[str, str]]:
     """An ``epoch`` tag (Lightning's TensorBoardLogger and Keras log one beside the metrics) as
     the epoch axis (``train/epoch``), unless the run also logs ``train/epoch`` itself."""
-    tags = set(scalars.get_column("metric").unique().to_list())
     if "epoch" not in tags or "train/epoch" in tags:
         return scalars, {}
     metric = pl.col("metric")
@@ -167,10 +167,9 @@ def _epoch_axis(scalars: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, str]]:
     return renamed, {"train/epoch": "epoch"}
 
 
-def _step_unit(scalars: pl.DataFrame) -> str:
+def _step_unit(tags: set[str]) -> str:
     """``epoch`` when every tag is a Keras ``epoch_*`` tag (step = epoch), else ``optimizer``."""
-    tags = scalars.get_column("metric").unique()
-    keras = tags.len() > 0 and bool(tags.str.starts_with("epoch_").all())
+    keras = bool(tags) and all(tag.startswith("epoch_") for tag in tags)
     return "epoch" if keras else "optimizer"
 
 
