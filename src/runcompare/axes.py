@@ -304,13 +304,18 @@ def _elapsed(wall: pl.Series, legs: np.ndarray) -> _Column:
         return _Column(None, None)
     times = wall.to_numpy()  # nulls as NaN
     valid = wall.is_not_null().to_numpy() if wall.null_count() else None
-    numbers, leg_of = np.unique(legs, return_inverse=True)
+    if legs.size and legs.min() == legs.max():  # one leg (no sort of a million legs)
+        numbers, leg_of = legs[:1], np.zeros(legs.size, np.intp)
+    else:
+        numbers, leg_of = np.unique(legs, return_inverse=True)
+    timed = ~np.isnan(times)  # polars' min and max pass over NaN too
     start = np.full(numbers.size, np.inf)
     end = np.full(numbers.size, -np.inf)
-    timed = ~np.isnan(times)  # polars' min and max pass over NaN too
-    np.minimum.at(start, leg_of[timed], times[timed])
-    np.maximum.at(end, leg_of[timed], times[timed])
-    has = np.bincount(leg_of[timed], minlength=numbers.size) > 0
+    has = np.zeros(numbers.size, bool)
+    for i in range(numbers.size):  # a few legs: a pass each (ufunc.at is slower)
+        mine = times[timed & (leg_of == i)] if numbers.size > 1 else times[timed]
+        if mine.size:
+            start[i], end[i], has[i] = mine.min(), mine.max(), True
     durations = np.where(has, end - start, 0.0)
     offsets = np.cumsum(durations) - durations
     out = times - np.where(has, start, np.nan)[leg_of] + offsets[leg_of]

@@ -148,13 +148,16 @@ def _relative(path: Path, root: Path) -> str:
     return str(path.relative_to(root)) if path != root else "."
 
 
-def read_file(file: Path) -> Buffer:
-    """The file's bytes, in a writable buffer that a decoder may rearrange in place (no copy
-    of a large file): an anonymous ``mmap`` (:func:`writable`), else a ``bytearray``. Raises
+def read_file(file: Path, *, in_place: bool = True) -> Buffer:
+    """The file's bytes. With ``in_place``, in a writable buffer that a decoder may rearrange
+    in place (no copy of a large file): an anonymous ``mmap`` (:func:`writable`), else a
+    ``bytearray``; else ``bytes`` (no zeroed buffer first: 30 ms less for 50 MB). Raises
     ``OSError``, and :class:`InputError` for a Git LFS pointer."""
     with file.open("rb") as handle:
         refuse_lfs_pointer(file, handle.read(len(LFS_POINTER)))
         handle.seek(0)
+        if not in_place:
+            return handle.read()
         size = os.fstat(handle.fileno()).st_size
         if not size:
             return bytearray(handle.read())

@@ -192,7 +192,7 @@ def _decode_all(event_files: list[Path]) -> list[_Decoded]:
     out = []
     for file in event_files:
         try:
-            data = read_file(file)
+            data = read_file(file, in_place=False)  # the decoder only reads it
         except PermissionError as exc:  # the loader names it (passed-over); the others are read
             if len(event_files) == 1:
                 raise InputError(f"{file}: cannot be read ({exc.strerror}); check its "
