@@ -300,6 +300,23 @@ static int number(Parser *ps, double *out, int *is_int, int64_t *ival) {
     return 0;
 }
 
+/* After a member or an element: 1 when a ',' (and the whitespace after it) was passed and
+ * another follows, 0 when `close` ended the object or array, -1 for anything else. */
+static int more(Parser *ps, char close) {
+    skip_ws(ps);
+    if (ps->p >= ps->end)
+        return -1;
+    if (*ps->p == ',') {
+        ps->p++;
+        skip_ws(ps);
+        return 1;
+    }
+    if (*ps->p != close)
+        return -1;
+    ps->p++;
+    return 0;
+}
+
 /* Any JSON value at p, checked and skipped. */
 static int skip_value(Parser *ps, int depth) {
     if (ps->p >= ps->end)
@@ -347,18 +364,9 @@ static int skip_value(Parser *ps, int depth) {
             }
             if (skip_value(ps, depth + 1))
                 return -1;
-            skip_ws(ps);
-            if (ps->p >= ps->end)
-                return -1;
-            if (*ps->p == ',') {
-                ps->p++;
-                skip_ws(ps);
-                continue;
-            }
-            if (*ps->p != (c == '{' ? '}' : ']'))
-                return -1;
-            ps->p++;
-            return 0;
+            int next = more(ps, c == '{' ? '}' : ']');
+            if (next <= 0)
+                return next;
         }
     default:
         if (c >= '0' && c <= '9')
@@ -500,18 +508,11 @@ static int entry(Parser *ps) {
                 || put(&ps->value, &value, sizeof value) || put(&ps->index, &step, sizeof step))
                 goto memory;
         }
-        skip_ws(ps);
-        if (ps->p >= ps->end)
+        int next = more(ps, '}');
+        if (next < 0)
             return -1;
-        if (*ps->p == ',') {
-            ps->p++;
-            skip_ws(ps);
-            continue;
-        }
-        if (*ps->p != '}')
-            return -1;
-        ps->p++;
-        break;
+        if (!next)
+            break;
     }
     if (!have_step)
         return -1;
@@ -541,18 +542,9 @@ static int entries(Parser *ps) {
     for (;;) {
         if (ps->p >= ps->end || *ps->p != '{' || entry(ps))
             return -1;
-        skip_ws(ps);
-        if (ps->p >= ps->end)
-            return -1;
-        if (*ps->p == ',') {
-            ps->p++;
-            skip_ws(ps);
-            continue;
-        }
-        if (*ps->p != ']')
-            return -1;
-        ps->p++;
-        return 0;
+        int next = more(ps, ']');
+        if (next <= 0)
+            return next;
     }
 }
 
@@ -590,18 +582,11 @@ static int document(Parser *ps, const unsigned char *array, size_t array_len, in
         } else if (skip_value(ps, 1)) {
             return -1;
         }
-        skip_ws(ps);
-        if (ps->p >= ps->end)
+        int next = more(ps, '}');
+        if (next < 0)
             return -1;
-        if (*ps->p == ',') {
-            ps->p++;
-            skip_ws(ps);
-            continue;
-        }
-        if (*ps->p != '}')
-            return -1;
-        ps->p++;
-        break;
+        if (!next)
+            break;
     }
     skip_ws(ps);
     return found && ps->p == ps->end ? 0 : -1;
