@@ -51,3 +51,26 @@ def test_no_scheduler_at_the_address_is_one_line(cli):
                                     "answers there (")
     assert result.stderr.endswith("start one (`dask scheduler`) or leave out --scheduler\n")
     assert len(result.stderr.splitlines()) == 1
+
+
+def test_export_with_scheduler_has_the_workers_write_the_dataset(cluster, sweep, cli, tmp_path,
+                                                                  monkeypatch):
+    local = tmp_path / "local.parquet"
+    assert cli("export", *sweep, "-o", local).exit_code == 0
+    from runcompare import export
+
+    def not_here(*args, **kwargs):
+        raise AssertionError("a partition written by the client")
+
+    monkeypatch.setattr(export, "write_part", not_here)  # the workers' processes keep theirs
+    there = tmp_path / "there.parquet"
+    result = cli("export", *sweep, "-o", there, "--scheduler", cluster)
+    assert result.exit_code == 0, result.stderr
+    assert "of 12 run(s) as parquet" in result.stdout and "(12 file(s))" in result.stdout
+    assert sorted(p.relative_to(there) for p in there.rglob("*.parquet")) == sorted(
+        p.relative_to(local) for p in local.rglob("*.parquet"))
+    assert export.read_export(there).sort("run", "metric", "step").equals(
+        export.read_export(local).sort("run", "metric", "step"))
+    assert not any(p.name.startswith(".") for p in tmp_path.iterdir())  # no staging left
+    again = cli("export", *sweep, "-o", there, "--scheduler", cluster)
+    assert again.exit_code == 1 and "already exists; pass --force" in again.stderr

@@ -148,14 +148,18 @@ def _note(text: str, quiet: bool) -> None:
 def _load(paths: list[Path], source: str | None, settings: list[str] | None,
           duplicates: str, no_cache: bool, config: Path | None,
           pattern: str | None, quiet: bool = False,
-          scheduler: str | None = None) -> list[Run]:
-    """The runs the shared reading options describe, with a progress bar on a terminal."""
-    from .load import load_many
+          scheduler: str | None = None, parts: Path | None = None) -> list[Run]:
+    """The runs the shared reading options describe, with a progress bar on a terminal (with
+    ``parts``, their points written there instead: :func:`runcompare.load.load_parts`)."""
+    from .load import load_many, load_parts
 
     with _reading(quiet) as progress:
-        return load_many(paths, source=source, settings=settings or (), duplicates=duplicates,
-                         cache=not no_cache, progress=progress, config=config,
-                         pattern=pattern, workers=None, scheduler=scheduler)
+        options: dict[str, Any] = {
+            "source": source, "settings": settings or (), "duplicates": duplicates,
+            "cache": not no_cache, "progress": progress, "config": config, "pattern": pattern,
+            "workers": None, "scheduler": scheduler}
+        return (load_many(paths, **options) if parts is None
+                else load_parts(paths, parts, **options))
 
 
 @contextlib.contextmanager
@@ -395,12 +399,17 @@ def export(
     scheduler: SchedulerOpt = None,
 ) -> None:
     """Write every point of the runs as a parquet dataset, CSV, JSON lines or TensorBoard events."""
-    from .export import TB_STEP_UNITS
+    from .export import TB_STEP_UNITS, export_parts, parts_written_there
     from .export import export as export_runs
 
-    loaded = _load(runs, source, settings, duplicates, no_cache, config, pattern, quiet,
-                   scheduler)
-    done = export_runs(loaded, output, format=fmt, x=x, force=force)
+    if scheduler is not None and parts_written_there(output, fmt):  # each worker writes its runs
+        done = export_parts(lambda parts: _load(runs, source, settings, duplicates, no_cache,
+                                                config, pattern, quiet, scheduler, parts),
+                            output, force=force)
+    else:
+        loaded = _load(runs, source, settings, duplicates, no_cache, config, pattern, quiet,
+                       scheduler)
+        done = export_runs(loaded, output, format=fmt, x=x, force=force)
     unit = f"; each step is {TB_STEP_UNITS[x]}" if x in TB_STEP_UNITS else ""
     if not quiet:
         typer.echo(terminal_text(f"wrote {done.points:,} points of {done.runs} run(s) as "

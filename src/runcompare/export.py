@@ -50,7 +50,7 @@ from .remote import remote_url, upload
 from .tb_writer import TB_AXES, TB_STEP_UNITS, run_folder, whole_steps, write_events, written_here
 
 __all__ = ["FORMATS", "PARQUET_KEY", "TB_STEP_UNITS", "Exported", "encode_name", "export",
-           "read_export"]
+           "export_parts", "parts_written_there", "read_export", "write_part"]
 
 #: Export formats, the default first.
 FORMATS = ("parquet", "csv", "jsonl", "tensorboard")
@@ -195,15 +195,7 @@ def _axis(fmt: str, x: str | None) -> str | None:
 def _frames(runs: Sequence[Run], *, fmt: str, x: str | None) -> list[tuple[str, pl.DataFrame]]:
     """Each run's name and points in exactly the DESIGN columns, after checking names and axis."""
     names = [run.name for run in runs]
-    if not runs:
-        raise UsageError("no runs to export")
-    if len(set(names)) < len(names) or "" in names:
-        raise UsageError(f"run names must be unique and non-empty to export, got {names}; "
-                         "name runs with --set RUN:name=NEW")
-    folders = [_folder(name, fmt) for name in names]
-    if len({folder.casefold() for folder in folders}) < len(folders):
-        raise UsageError(f"run names {names} differ only in case; their folders would clash "
-                         "on macOS and Windows: rename one with --set RUN:name=NEW")
+    _check_names(names, fmt)
     columns = [pl.col(name).cast(dtype) for name, dtype in SCALAR_SCHEMA.items()]
     frames = [(run.frame(x) if x else run.scalars).select(columns)
               .with_columns(run=pl.lit(run.name, pl.String)) for run in runs]
@@ -212,6 +204,19 @@ def _frames(runs: Sequence[Run], *, fmt: str, x: str | None) -> list[tuple[str, 
     if x is not None:
         frames = [_whole(run, frame, x) for run, frame in zip(runs, frames)]
     return list(zip(names, frames))
+
+
+def _check_names(names: list[str], fmt: str) -> None:
+    """Refuse names that would not give each run a folder (or rows) of its own."""
+    if not names:
+        raise UsageError("no runs to export")
+    if len(set(names)) < len(names) or "" in names:
+        raise UsageError(f"run names must be unique and non-empty to export, got {names}; "
+                         "name runs with --set RUN:name=NEW")
+    folders = [_folder(name, fmt) for name in names]
+    if len({folder.casefold() for folder in folders}) < len(folders):
+        raise UsageError(f"run names {names} differ only in case; their folders would clash "
+                         "on macOS and Windows: rename one with --set RUN:name=NEW")
 
 
 def _whole(run: Run, frame: pl.DataFrame, x: str) -> pl.DataFrame:
@@ -314,15 +319,63 @@ def _publish(out: Path, write: Callable[[Path], list[Path]]) -> list[Path]:
 
 
 def _write_parquet(frames: list[tuple[str, pl.DataFrame]], out: Path) -> list[Path]:
-    from . import __version__
-
     files = []
     for name, frame in frames:
-        folder = out / _folder(name, "parquet")
-        folder.mkdir(parents=True)
-        frame.write_parquet(folder / "part-0.parquet", metadata={PARQUET_KEY: __version__})
-        files.append(folder / "part-0.parquet")
+        files.append(out / _folder(name, "parquet") / "part-0.parquet")
+        write_part(frame, name, files[-1])
     return files
+
+
+def write_part(scalars: pl.DataFrame, name: str, file: Path) -> None:
+    """One run's points as a partition file of a parquet export: DESIGN's columns, ``name``
+    in the run column, runcompare's key in the file's metadata."""
+    from . import __version__
+
+    columns = [pl.col(column).cast(dtype) for column, dtype in SCALAR_SCHEMA.items()]
+    file.parent.mkdir(parents=True, exist_ok=True)
+    scalars.select(columns).with_columns(run=pl.lit(name, pl.String)).write_parquet(
+        file, metadata={PARQUET_KEY: __version__})
+
+
+def parts_written_there(path: str | Path, format: str | None) -> bool:
+    """Whether an export to ``path`` as ``format`` is a dataset whose partitions the readers
+    can write themselves (:func:`export_parts`): a local parquet dataset."""
+    return remote_url(path) is None and _format(Path(path), format) == "parquet"
+
+
+def export_parts(read: Callable[[Path], Sequence[Run]], path: str | Path, *,
+                 force: bool = False) -> Exported:
+    """A parquet dataset whose partitions the readers write (on a Dask cluster, each worker
+    the runs it reads): ``read(parts)`` reads the runs, the points of the i-th written to
+    ``load.part_of(parts, i)``, into a folder beside ``path``, which the workers must see;
+    here they are only moved into place, as :func:`export` places its own."""
+    from .load import part_of
+
+    out = Path(path)
+    if not parts_written_there(path, None):
+        raise UsageError(f"{path}: the workers write the partitions of a parquet dataset on a "
+                         "path they share with this machine; export to a local folder (no "
+                         "suffix, or .parquet)")
+    target = Path(os.path.abspath(out))
+    counted: list[int] = []
+
+    def write(staged: Path) -> list[Path]:
+        parts = staged.parent / "parts"
+        parts.mkdir()
+        runs = read(parts)
+        _check_names([run.name for run in runs], "parquet")
+        _check_destination(target, "parquet", force=force, runs=runs)
+        files = []
+        for position, run in enumerate(runs):
+            files.append(staged / _folder(run.name, "parquet") / "part-0.parquet")
+            files[-1].parent.mkdir(parents=True)
+            os.replace(part_of(parts, position), files[-1])
+            counted.append(pl.scan_parquet(files[-1]).select(pl.len()).collect().item())
+        return files
+
+    written = _publish(target, write)
+    return Exported(path=out, format="parquet", files=[out / part for part in written],
+                    runs=len(written), points=sum(counted))
 
 
 def _write_csv(frames: list[tuple[str, pl.DataFrame]], out: Path) -> list[Path]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -73,14 +74,28 @@ def load_many(paths: Iterable[str | Path], *, source: str | None = None,
                       pattern=pattern, workers=workers, scheduler=scheduler, facts=facts)
 
 
+def load_parts(paths: Iterable[str | Path], parts: Path, **options: Any) -> list[Run]:
+    """:func:`load_many` (``options`` are its keywords) with each run's points written to
+    ``parts`` by whoever reads the run (a worker, on a Dask cluster) and left out of the run:
+    the i-th run's are in :func:`part_of` ``(parts, i)``. An export's partitions, written
+    where they are read."""
+    defaults: dict[str, Any] = {"source": None, "settings": (), "duplicates": "keep-last",
+                                "cache": True, "progress": None, "config": None,
+                                "pattern": None, "workers": None, "scheduler": None}
+    return _load_runs(paths, given_by="load_many()", facts={}, parts=parts,
+                      **{**defaults, **options})
+
+
 def _load_runs(paths: Iterable[str | Path], *, given_by: str, source: str | None,
                settings: Iterable[str], duplicates: str, cache: bool,
                progress: Callable[[int, int, str], None] | None,
                config: str | Path | None, pattern: str | None, workers: int | None,
                scheduler: str | None, facts: Mapping[str, Any],
-               expand_roots: bool = True) -> list[Run]:
+               expand_roots: bool = True, parts: Path | None = None) -> list[Run]:
     """:func:`load_many`; ``given_by`` is the source of the facts given as keywords;
-    ``expand_roots=False`` reads each path as one run (:func:`load`)."""
+    ``expand_roots=False`` reads each path as one run (:func:`load`). With ``parts`` (a
+    folder the workers see), each run's points are written there by whoever reads it, as
+    ``<index>.parquet`` (:func:`part_of`), and the run comes back without them."""
     if pattern is not None and source not in (None, "text"):
         raise UsageError(f"--pattern reads with the text source, not {source!r}")
     per_run = parse_settings(settings)
@@ -97,8 +112,9 @@ def _load_runs(paths: Iterable[str | Path], *, given_by: str, source: str | None
     _check_addressed(per_run, [name for _, name, _ in roots], shown)
     tasks = [_Task(root, name, from_source, unique,
                    {**common, **per_run.get(name, {}), **per_run.get(unique, {})},
-                   source, pattern, cache, duplicates, stated, settings_of, len(roots) == 1)
-             for (root, name, from_source), unique in zip(roots, shown)]
+                   source, pattern, cache, duplicates, stated, settings_of, len(roots) == 1,
+                   None if parts is None else str(parts / f"{index:06d}.parquet"))
+             for index, ((root, name, from_source), unique) in enumerate(zip(roots, shown))]
     done = run_all(_stage, tasks, workers=workers_for(len(tasks), workers), scheduler=scheduler,
                    progress=None if progress is None else lambda n: progress(
                        n, len(tasks), tasks[min(n, len(tasks) - 1)].unique))
@@ -112,8 +128,19 @@ def _load_runs(paths: Iterable[str | Path], *, given_by: str, source: str | None
     if unknown:
         raise UsageError(f"--set names no run called {', '.join(sorted(unknown))}; the runs "
                          f"are {', '.join(names)}")
-    return _remote([_final(task, read, name, skipped)
+    runs = _remote([_final(task, read, name, skipped)
                     for (task, read), name in zip(staged, names)], mirrors)
+    if parts is not None:
+        for position, (task, _) in enumerate(staged):
+            assert task.part is not None
+            os.replace(task.part, part_of(parts, position))
+    return runs
+
+
+def part_of(parts: Path, position: int) -> Path:
+    """Where the points of the run at ``position`` of what :func:`_load_runs` returns with
+    ``parts`` are."""
+    return parts / f"run-{position:06d}.parquet"
 
 
 def _local(path: str | Path, mirrors: dict[Path, str]) -> Path:
@@ -149,6 +176,9 @@ class _Task:
     stated: dict[str, Fact[Any]]
     stated_hparams: dict[str, Fact[Any]]
     alone: bool
+    #: Where the worker writes the run's points as a parquet file (an export's partition
+    #: before it is named), sending back the run without them; None: the run comes back whole.
+    part: str | None = None
 
 
 @dataclass
@@ -190,21 +220,32 @@ def _stage(task: _Task) -> _Read | Finding:
     if isinstance(formats, Finding):
         return formats
     listing = _listing(task, formats) if task.cache else None
-    if listing is not None:
-        found = read_built(_task_key(task), listing, task.root)
-        if found is not None:
-            run, (base, split) = found
-            return _Read(base, run.name, run, None, split)
-    read = _raws(task, formats)
-    if isinstance(read, Finding):
-        return read
-    raws, findings = read
-    named = (task.user.get("name") or Fact(None, "")).value or (
-        _chosen(raws).name if task.from_source else None)
-    done = _built(task, named or task.name, named or task.unique, raws, findings)
-    if listing is not None and done.run is not None and _listing(task, formats) == listing:
-        store_built(_task_key(task), listing, done.run, [done.base, done.split])
+    found = None if listing is None else read_built(_task_key(task), listing, task.root)
+    if found is not None:
+        run, (base, split) = found
+        done = _Read(base, run.name, run, None, split)
+    else:
+        read = _raws(task, formats)
+        if isinstance(read, Finding):
+            return read
+        raws, findings = read
+        named = (task.user.get("name") or Fact(None, "")).value or (
+            _chosen(raws).name if task.from_source else None)
+        done = _built(task, named or task.name, named or task.unique, raws, findings)
+        if listing is not None and done.run is not None and _listing(task, formats) == listing:
+            store_built(_task_key(task), listing, done.run, [done.base, done.split])
+    if task.part is not None and done.run is not None:
+        _write_part(task, done.run)
     return done
+
+
+def _write_part(task: _Task, run: Run) -> None:
+    """The run's points written to the task's part file, and left out of the run."""
+    from .export import write_part
+
+    assert task.part is not None
+    write_part(run.scalars, run.name, Path(task.part))
+    run.scalars = run.scalars.clear()
 
 
 def _formats(task: _Task) -> dict[str, Format] | Finding:
@@ -281,6 +322,8 @@ def _final(task: _Task, read: _Read, name: str, skipped: list[Finding]) -> Run:
         again = _raws(task)
         assert not isinstance(again, Finding)  # it was read a moment ago
         read = _built(task, read.base, name, *again)
+        if task.part is not None and read.run is not None:  # the worker's part: another name
+            _write_part(task, read.run)
     if read.error is not None:
         raise read.error
     assert read.run is not None
