@@ -2,6 +2,7 @@
 TensorBoard runs (``benchmarks/sweep_data.py`` writes them once).
 
     python benchmarks/sweep.py [--runs 400] [--rounds 3] [--data DIR] [--skip-tbparse]
+                               [--formats hf tensorboard]
 
 Contenders, each in a fresh process of its own, alternated over ``--rounds`` rounds (the
 order turns every round, so a busy machine hurts all of them alike):
@@ -75,8 +76,12 @@ def main() -> None:
     parser.add_argument("--data", type=Path,
                         default=Path(tempfile.gettempdir()) / "runcompare-bench-sweep")
     parser.add_argument("--skip-tbparse", action="store_true")
+    parser.add_argument("--formats", nargs="+", choices=("hf", "tensorboard"),
+                        default=["hf", "tensorboard"])
     args = parser.parse_args()
     for fmt, peer in (("hf", "json.load + pandas"), ("tensorboard", "tbparse")):
+        if fmt not in args.formats:
+            continue
         folder = make(args.data, args.runs, fmt).pop().parent
         contenders = ["runcompare cold", "runcompare warm"]
         if not (peer == "tbparse" and (args.skip_tbparse or not _has("tbparse"))):

@@ -89,7 +89,7 @@ def decode(data: bytes, plugins: dict[str, str] | None = None) -> EventFile:
             bad_count += int(bad.sum())
             first_bad = first_bad if first_bad is not None else int(starts[np.argmax(bad)])
     if parts:
-        out.scalars = pl.concat(parts, how="vertical")
+        out.scalars = parts[0] if len(parts) == 1 else pl.concat(parts, how="vertical")
     if first_bad is not None:
         reason = (f"{bad_count} records are not valid TensorBoard events (CRC intact, content "
                   "unreadable); skipped")
@@ -118,7 +118,7 @@ def _decode_chunk(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, firs
     values = _values(buf, event, ok)
     bad = event.bad.copy()
     frame = _decode_values(buf, values, wall, step, plugins, out, bad)
-    parts.append(frame.with_columns(pl.col("event") + first))
+    parts.append(frame.with_columns(pl.col("event") + first) if first else frame)
     return bad
 
 

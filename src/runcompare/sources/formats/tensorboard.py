@@ -138,7 +138,8 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
         raise InputError(f"{path}: no readable TensorBoard event in {len(decoded)} file(s) "
                          f"({bad.path.name}, byte {offset}: {reason}); check that files "
                          f"whose names contain '{MARK}' are TensorBoard event files")
-    scalars = pl.concat([_with_leg(d, legs) for d in legs.order], how="vertical")
+    frames = [_with_leg(d, legs) for d in legs.order]
+    scalars = frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical")
     if scalars.is_empty():
         findings.append(Finding("warning", "no-scalars",
                                 f"{path}: no scalar in {len(decoded)} event file(s) yet"))
@@ -309,7 +310,8 @@ def _rates(order: list[_Decoded]) -> dict[str, Fact[Any]]:
     frames = [d.events.scalars for d in order if not d.attached]
     if not frames:  # only an hparams folder's file (add_hparams), given on its own
         return {}
-    rates = pl.concat(frames, how="vertical").filter(pl.col("metric").is_in(list(_RATES)))
+    points = frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical")
+    rates = points.filter(pl.col("metric").is_in(list(_RATES)))
     if rates.is_empty():
         return {}
     rates = (rates.sort("wall_time", "event", maintain_order=True)
