@@ -300,6 +300,19 @@ static int number(Parser *ps, double *out, int *is_int, int64_t *ival) {
     return 0;
 }
 
+/* A member's name at p, with no escape in it (a name with one is left to json.loads): its
+ * bytes in *name, *n of them. */
+static int plain_name(Parser *ps, const unsigned char **name, size_t *n) {
+    int escaped;
+    if (ps->p >= ps->end || *ps->p != '"')
+        return -1;
+    *name = ps->p + 1;
+    if (string(ps, &escaped) || escaped)
+        return -1;
+    *n = (size_t)(ps->p - 1 - *name);
+    return 0;
+}
+
 /* After a member or an element: 1 when a ',' (and the whitespace after it) was passed and
  * another follows, 0 when `close` ended the object or array, -1 for anything else. */
 static int more(Parser *ps, char close) {
@@ -446,13 +459,11 @@ static int entry(Parser *ps) {
     ps->p++;
     skip_ws(ps);
     for (;;) {
-        int escaped;
-        if (ps->p >= ps->end || *ps->p != '"')
+        const unsigned char *name;
+        size_t n;
+        if (plain_name(ps, &name, &n))
             return -1;
-        const unsigned char *name = ps->p + 1;
-        if (string(ps, &escaped) || escaped)
-            return -1;
-        Key *key = key_of(ps, name, (size_t)(ps->p - 1 - name));
+        Key *key = key_of(ps, name, n);
         if (!key) {
             ps->failed_memory = 1;
             return -1;
@@ -559,13 +570,10 @@ static int document(Parser *ps, const unsigned char *array, size_t array_len, in
     if (ps->p < ps->end && *ps->p == '}')
         return -1;
     for (;;) {
-        int escaped;
-        if (ps->p >= ps->end || *ps->p != '"')
+        const unsigned char *name;
+        size_t n;
+        if (plain_name(ps, &name, &n))
             return -1;
-        const unsigned char *name = ps->p + 1;
-        if (string(ps, &escaped) || escaped)
-            return -1;
-        size_t n = (size_t)(ps->p - 1 - name);
         skip_ws(ps);
         if (ps->p >= ps->end || *ps->p != ':')
             return -1;
