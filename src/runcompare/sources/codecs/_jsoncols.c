@@ -300,6 +300,16 @@ static int number(Parser *ps, double *out, int *is_int, int64_t *ival) {
     return 0;
 }
 
+/* The ':' after a member's name, and the whitespace around it. */
+static int colon(Parser *ps) {
+    skip_ws(ps);
+    if (ps->p >= ps->end || *ps->p != ':')
+        return -1;
+    ps->p++;
+    skip_ws(ps);
+    return 0;
+}
+
 /* A member's name at p, with no escape in it (a name with one is left to json.loads): its
  * bytes in *name, *n of them. */
 static int plain_name(Parser *ps, const unsigned char **name, size_t *n) {
@@ -369,11 +379,8 @@ static int skip_value(Parser *ps, int depth) {
             if (c == '{') {
                 if (ps->p >= ps->end || *ps->p != '"' || string(ps, &escaped))
                     return -1;
-                skip_ws(ps);
-                if (ps->p >= ps->end || *ps->p != ':')
+                if (colon(ps))
                     return -1;
-                ps->p++;
-                skip_ws(ps);
             }
             if (skip_value(ps, depth + 1))
                 return -1;
@@ -471,11 +478,8 @@ static int entry(Parser *ps) {
         if (key->stamp == stamp)
             return -1;
         key->stamp = stamp;
-        skip_ws(ps);
-        if (ps->p >= ps->end || *ps->p != ':')
+        if (colon(ps))
             return -1;
-        ps->p++;
-        skip_ws(ps);
         if (ps->p >= ps->end)
             return -1;
         unsigned char c = *ps->p;
@@ -574,11 +578,8 @@ static int document(Parser *ps, const unsigned char *array, size_t array_len, in
         size_t n;
         if (plain_name(ps, &name, &n))
             return -1;
-        skip_ws(ps);
-        if (ps->p >= ps->end || *ps->p != ':')
+        if (colon(ps))
             return -1;
-        ps->p++;
-        skip_ws(ps);
         if (n == array_len && memcmp(name, array, n) == 0) {
             if (found || ps->p >= ps->end || *ps->p != '[')
                 return -1;
