@@ -83,13 +83,14 @@ def test_a_name_freed_by_a_run_that_cannot_be_read_is_the_same(tmp_path):
 def _where(task):
     if task == 13:
         raise ValueError("task 13 fails")
-    time.sleep(0.03)  # a task long enough that the worker, once started, takes some
+    time.sleep(0.04)  # 128 of them: 5 s in this process alone, so a slow fork server still
+    # starts its worker while chunks are left
     return task, os.getpid()
 
 
 def test_this_process_works_beside_the_pool_and_the_order_is_kept():
-    done = run_all(_where, list(range(100, 164)), workers=2)
-    assert [task for task, _ in done] == list(range(100, 164))
+    done = run_all(_where, list(range(100, 228)), workers=2)
+    assert [task for task, _ in done] == list(range(100, 228))
     pids = {pid for _, pid in done}
     assert os.getpid() in pids and len(pids) == 2  # the last chunks here, the first in a worker
 

@@ -75,15 +75,11 @@ def load_many(paths: Iterable[str | Path], *, source: str | None = None,
 
 
 def load_parts(paths: Iterable[str | Path], parts: Path, **options: Any) -> list[Run]:
-    """:func:`load_many` (``options`` are its keywords) with each run's points written to
-    ``parts`` by whoever reads the run (a worker, on a Dask cluster) and left out of the run:
-    the i-th run's are in :func:`part_of` ``(parts, i)``. An export's partitions, written
-    where they are read."""
-    defaults: dict[str, Any] = {"source": None, "settings": (), "duplicates": "keep-last",
-                                "cache": True, "progress": None, "config": None,
-                                "pattern": None, "workers": None, "scheduler": None}
-    return _load_runs(paths, given_by="load_many()", facts={}, parts=parts,
-                      **{**defaults, **options})
+    """:func:`load_many` (``options``: every keyword of it but the facts, as the command line
+    gives them) with each run's points written to ``parts`` by whoever reads the run (a
+    worker, on a Dask cluster) and left out of the run: the i-th run's are in
+    :func:`part_of` ``(parts, i)``. An export's partitions, written where they are read."""
+    return _load_runs(paths, given_by="load_many()", facts={}, parts=parts, **options)
 
 
 def _load_runs(paths: Iterable[str | Path], *, given_by: str, source: str | None,
