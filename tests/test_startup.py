@@ -57,3 +57,24 @@ def test_inspect_imports_no_plotting_or_pandas():
                           capture_output=True, text=True, check=True)
     assert json.loads(done.stderr.strip().splitlines()[-1]) == {"code": 0, "heavy": []}
     assert json.loads(done.stdout)["name"] == "attn"
+
+
+def _command(*args: str) -> subprocess.CompletedProcess[str]:
+    """``runcompare ARGS`` as the installed command runs it (``python -m runcompare``)."""
+    return subprocess.run([sys.executable, "-m", "runcompare", *args], capture_output=True,
+                          text=True)
+
+
+def test_command_exits_with_its_code_and_all_of_its_output():
+    """The command skips the interpreter's teardown (``cli.console``): its output must still
+    be whole and its exit code the command's."""
+    from .conftest import SAMPLES
+
+    done = _command("inspect", str(SAMPLES / "attn"), "--json", "--no-cache")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["name"] == "attn"  # the whole JSON, flushed
+    missing = _command("inspect", str(SAMPLES / "no-such-run"))
+    assert missing.returncode == 1
+    assert missing.stderr.startswith(f"error: {SAMPLES / 'no-such-run'}: no such file")
+    assert _command("--version").returncode == 0
+    assert _command("compare", "--no-such-option").returncode == 2

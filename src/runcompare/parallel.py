@@ -18,7 +18,7 @@ import os
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any, TypeVar
 
 from .errors import InputError
@@ -80,6 +80,8 @@ def _shared(func: Callable[[T], R], tasks: Sequence[T], workers: int,
             progress: Callable[[int], None] | None) -> list[R]:
     """The tasks in chunks, done by ``workers - 1`` pool processes (from the front) and this
     one (from the back); the results in task order."""
+    from concurrent.futures import ProcessPoolExecutor  # 20 ms to import: only for a pool
+
     size = max(1, len(tasks) // (workers * 8))
     waiting = deque(range(0, len(tasks), size))  # the first task of each chunk not yet taken
     lock = threading.Lock()

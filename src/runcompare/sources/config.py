@@ -22,10 +22,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from ..errors import InputError
 from ..model import Fact, Finding
@@ -242,20 +241,25 @@ def _leaves(config: Mapping[str, Any], depth: int,
     return out
 
 
-class _Loader(yaml.SafeLoader):
-    """SafeLoader that reads unknown tags (``!!python/object:...`` that Lightning's hparams.yaml
-    may hold) as the plain mapping, list or string under the tag instead of failing."""
+@lru_cache(maxsize=1)
+def _loader() -> type[Any]:
+    """A SafeLoader that reads unknown tags (``!!python/object:...`` that Lightning's
+    hparams.yaml may hold) as the plain mapping, list or string under the tag instead of
+    failing. Made on first use: yaml is imported only when a YAML file is read."""
+    import yaml
 
+    def untagged(loader: yaml.SafeLoader, _suffix: str, node: yaml.Node) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            return loader.construct_mapping(node, deep=True)
+        if isinstance(node, yaml.SequenceNode):
+            return loader.construct_sequence(node, deep=True)
+        return loader.construct_scalar(node)  # type: ignore[arg-type]
 
-def _untagged(loader: yaml.SafeLoader, _suffix: str, node: yaml.Node) -> Any:
-    if isinstance(node, yaml.MappingNode):
-        return loader.construct_mapping(node, deep=True)
-    if isinstance(node, yaml.SequenceNode):
-        return loader.construct_sequence(node, deep=True)
-    return loader.construct_scalar(node)  # type: ignore[arg-type]
+    class Loader(yaml.SafeLoader):
+        pass
 
-
-_Loader.add_multi_constructor("", _untagged)
+    Loader.add_multi_constructor("", untagged)
+    return Loader
 
 
 def load_yaml(file: Path) -> Any:
@@ -264,8 +268,10 @@ def load_yaml(file: Path) -> Any:
         text = file.read_bytes().decode("utf-8", errors="replace")
     except OSError as exc:
         raise InputError(f"{file}: cannot be read ({exc.strerror})") from exc
+    import yaml
+
     try:
-        return yaml.load(text, Loader=_Loader)  # a SafeLoader: never builds Python objects
+        return yaml.load(text, Loader=_loader())  # a SafeLoader: never builds Python objects
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
