@@ -165,14 +165,15 @@ def _load(paths: list[Path], source: str | None, settings: list[str] | None,
 
 @contextlib.contextmanager
 def _reading(quiet: bool) -> Iterator[Callable[[int, int, str], None] | None]:
-    """A progress bar on stderr while runs are read, when stderr is a terminal (not ``-q``)."""
+    """A progress bar on stderr while runs are read, when stderr is a terminal (not ``-q``).
+    rich (20 ms to import) is imported only for the bar."""
+    if quiet or not sys.stderr.isatty():
+        yield None
+        return
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     console = Console(stderr=True, markup=False, highlight=False)
-    if quiet or not console.is_terminal:
-        yield None
-        return
     with Progress(TextColumn("reading {task.description}"), BarColumn(),
                   MofNCompleteColumn(), console=console, transient=True) as bar:
         task = bar.add_task("runs", total=None)
@@ -594,12 +595,32 @@ def main() -> None:
     app()
 
 
+#: glibc's ``mallopt`` options (malloc.h): M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD.
+_MALLOPT = ((-1, 1 << 30), (-2, 256 << 20), (-3, 1 << 30))
+
+
+def _keep_freed_memory() -> None:
+    """Have glibc's malloc keep freed memory for reuse, as a command that exits soon may:
+    otherwise each large array comes in fresh pages from the kernel and goes back when freed
+    (a million-point inspect: 0.67 → 0.62 s, 20 MB more at the peak). Nothing changes where
+    the C library has no ``mallopt``; the library, imported elsewhere, never calls this."""
+    import ctypes
+
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (AttributeError, OSError):
+        return
+    for option, value in _MALLOPT:
+        mallopt(option, value)
+
+
 def console() -> NoReturn:
     """The ``runcompare`` command: :func:`main`, then an exit that skips tearing down the
     interpreter. Freeing a million-point run object by object took 60–90 ms after the
     answer was printed (mypy exits the same way). Nothing of runcompare runs at exit: pools,
     clients and scratch folders are closed by the command itself; the output is flushed here.
     """
+    _keep_freed_memory()
     try:
         main()
         code = 0

@@ -17,7 +17,7 @@ import polars as pl
 from .axes import axis_sources, normalize
 from .cache import files_listing, read_built, read_cached, store_built
 from .errors import InputError, MissingInfoError, NoLogsFoundError, RuncompareError, UsageError
-from .legs import resolve_legs
+from .legs import leg_numbers, resolve_legs
 from .model import Fact, Finding, Findings, Leg, RawLog, Run
 from .parallel import run_all, workers_for
 from .remote import localize, origin, remote_url
@@ -477,10 +477,10 @@ def _legs(raws: list[RawLog]) -> tuple[Leg, ...]:
             continue
         legs = raw.scalars.get_column("leg").to_numpy()[timed]
         steps, wall = raw.scalars.get_column("step").to_numpy()[timed], wall[timed]
-        numbers, leg_of = np.unique(legs, return_inverse=True)
+        numbers, leg_of = leg_numbers(legs)
         spans = []
         for i, number in enumerate(numbers.tolist()):
-            mine = leg_of == i
+            mine = leg_of == i if numbers.size > 1 else slice(None)
             spans.append(Leg(number, int(steps[mine].min()), int(steps[mine].max()),
                              float(wall[mine].min()), float(wall[mine].max())))
         return tuple(sorted(spans, key=lambda leg: leg.wall_start))

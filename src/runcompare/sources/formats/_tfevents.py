@@ -45,10 +45,12 @@ class EventFile:
     in the file); ``starts`` lists ``(event index, step)`` of each ``SessionLog.START``;
     ``texts`` the last text of each text tag (``text_rows`` how many); ``hparams`` the hparams
     plugin's session values;
-    ``skipped`` counts non-scalar summaries by kind; ``damage`` says what could not be read.
+    ``skipped`` counts non-scalar summaries by kind; ``damage`` says what could not be read;
+    ``tags`` are the tags of the scalars (their distinct metrics, without a pass over them).
     """
 
     scalars: pl.DataFrame
+    tags: set[str] = field(default_factory=set)
     starts: list[tuple[int, int]] = field(default_factory=list)
     texts: dict[str, str] = field(default_factory=dict)
     text_rows: Counter[str] = field(default_factory=Counter)
@@ -216,12 +218,14 @@ def _decode_values(buf: np.ndarray, values: _Values, wall: np.ndarray, step: np.
             value[row], keep[row] = number, True
     others = np.flatnonzero(live & ~simple & ~scalar_tensor)
     _count_skipped(plugin[others], fields[8].has(2)[others], kinds, out)
-    special = others[np.isin(plugin[others], [kinds.index(k) for k in ("text", "hparams")
-                                               if k in kinds])]
+    special = others[np.isin(plugin[others], np.array(
+        [kinds.index(k) for k in ("text", "hparams") if k in kinds], np.int32))]
     _other_values(buf, values, special, [kinds[i] for i in plugin[special]],
                   [names[i] for i in codes[special]], out)
     rows = np.flatnonzero(keep)
     events = values.event[rows]
+    out.tags.update(names[i] for i in np.flatnonzero(np.bincount(codes[rows],
+                                                                  minlength=len(names))))
     metric = pl.Series("metric", names or [""], pl.String).gather(codes[rows])
     return pl.DataFrame({"metric": metric, "value": value[rows], "step": step[events],
                          "wall_time": wall[events], "event": events}, schema=_SCALARS)

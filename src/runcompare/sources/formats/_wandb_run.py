@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-import yaml
 
 from ...errors import InputError
 from ...model import Finding
@@ -288,6 +287,8 @@ def _load(path: Path, leg: Leg, *, yaml_file: bool = False) -> Any:
     """A side file's content, or None (with a finding when it exists but is damaged)."""
     if not path.is_file():
         return None
+    import yaml  # 13 ms to import: only for a run that has a config.yaml
+
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
         return yaml.safe_load(text) if yaml_file else json.loads(text)

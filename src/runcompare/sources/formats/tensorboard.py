@@ -143,7 +143,7 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
     if scalars.is_empty():
         findings.append(Finding("warning", "no-scalars",
                                 f"{path}: no scalar in {len(decoded)} event file(s) yet"))
-    tags = set(scalars.get_column("metric").unique().to_list())
+    tags = set().union(*(d.events.tags for d in legs.order))
     scalars, aliases = _epoch_axis(scalars, tags)
     unit = _step_unit(tags)
     if unit == "epoch":
@@ -230,7 +230,7 @@ def _legs(root: Path, decoded: list[_Decoded]) -> _Legs:
         first_point = int(points.min()) if points.len() else None  # type: ignore[arg-type]
         opens = [s for s in ev.starts if first_point is None or s[0] < first_point]
         inner = [s for s in ev.starts if s not in opens]
-        tags = set(ev.scalars.get_column("metric").unique().to_list())
+        tags = ev.tags
         began = ev.first_wall if ev.first_wall is not None else leg_end
         if leg >= 0 and not opens and began < leg_end:
             if tags:  # a file of no scalars (Keras' profile-empty marker) overlaps nothing
