@@ -124,6 +124,38 @@ def test_export_to_a_bucket_writes_the_dataset_there(s3, cli, tmp_path):
         "replace it\n"
 
 
+def test_export_with_scheduler_to_a_bucket_has_the_workers_write_it(s3, cli, tmp_path,
+                                                                      monkeypatch):
+    """``export --scheduler`` into a bucket: each worker of a LocalCluster uploads the
+    partitions of the runs it reads (the client writes none), and the dataset equals a local
+    export; nothing is left beside it."""
+    from distributed import LocalCluster
+
+    from runcompare import export
+
+    fs, disk = s3
+    port = fsspec.config.conf["s3"]["endpoint_url"]
+    monkeypatch.setenv("FSSPEC_S3_ENDPOINT_URL", port)  # the workers' fsspec reads it
+    local = tmp_path / "local.parquet"
+    assert cli("export", disk, "-o", local).exit_code == 0
+    monkeypatch.setattr(export, "write_part", lambda *a, **k: pytest.fail("client wrote"))
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=None) as cluster:
+        result = cli("export", "s3://bucket/sweep", "-o", "s3://bucket/sched/runs.parquet",
+                     "--scheduler", cluster.scheduler_address)
+    assert result.exit_code == 0, result.stderr
+    points = read_export(local).height
+    assert result.stdout == (f"wrote {points:,} points of 24 run(s) as parquet to "
+                             "s3://bucket/sched/runs.parquet (24 file(s))\n")
+    assert fs.ls("bucket/sched") == ["bucket/sched/runs.parquet"]  # no staging prefix left
+    fs.get("bucket/sched/runs.parquet/", str(tmp_path / "got") + "/", recursive=True)
+    assert sorted(p.relative_to(tmp_path / "got") for p in (tmp_path / "got").rglob("*")
+                  if p.is_file()) == sorted(p.relative_to(local) for p in local.rglob("*")
+                                            if p.is_file())
+    assert read_export(tmp_path / "got").sort("run", "metric", "step").equals(
+        read_export(local).sort("run", "metric", "step"))
+
+
 def test_a_missing_key_is_one_line_naming_it(s3, cli):
     result = cli("inspect", "s3://bucket/no/such/run")
     assert result.exit_code == 1

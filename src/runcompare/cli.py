@@ -149,7 +149,7 @@ def _note(text: str, quiet: bool) -> None:
 def _load(paths: list[Path], source: str | None, settings: list[str] | None,
           duplicates: str, no_cache: bool, config: Path | None,
           pattern: str | None, quiet: bool = False,
-          scheduler: str | None = None, parts: Path | None = None) -> list[Run]:
+          scheduler: str | None = None, parts: str | Path | None = None) -> list[Run]:
     """The runs the shared reading options describe, with a progress bar on a terminal (with
     ``parts``, their points written there instead: :func:`runcompare.load.load_parts`)."""
     from .load import load_many, load_parts
@@ -165,15 +165,19 @@ def _load(paths: list[Path], source: str | None, settings: list[str] | None,
 
 @contextlib.contextmanager
 def _reading(quiet: bool) -> Iterator[Callable[[int, int, str], None] | None]:
-    """A progress bar on stderr while runs are read, when stderr is a terminal (not ``-q``).
-    rich (20 ms to import) is imported only for the bar."""
-    if quiet or not sys.stderr.isatty():
+    """A progress bar on stderr while runs are read, when stderr is a terminal or
+    ``FORCE_COLOR`` says to draw as on one (not ``-q``). rich (20 ms to import) is imported
+    only for the bar."""
+    if quiet or not (sys.stderr.isatty() or os.environ.get("FORCE_COLOR")):
         yield None
         return
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     console = Console(stderr=True, markup=False, highlight=False)
+    if not console.is_terminal:
+        yield None
+        return
     with Progress(TextColumn("reading {task.description}"), BarColumn(),
                   MofNCompleteColumn(), console=console, transient=True) as bar:
         task = bar.add_task("runs", total=None)

@@ -30,6 +30,7 @@ files are only read.
 from __future__ import annotations
 
 import functools
+import io
 import json
 import os
 import shutil
@@ -46,7 +47,7 @@ from .display import did_you_mean
 from .errors import InputError, MissingInfoError, UsageError
 from .model import SCALAR_SCHEMA, Run
 from .outputs import claim, head
-from .remote import remote_url, upload
+from .remote import publish, put_bytes, remote_url, tails, upload
 from .tb_writer import TB_AXES, TB_STEP_UNITS, run_folder, whole_steps, write_events, written_here
 
 __all__ = ["FORMATS", "PARQUET_KEY", "TB_STEP_UNITS", "Exported", "encode_name", "export",
@@ -326,36 +327,54 @@ def _write_parquet(frames: list[tuple[str, pl.DataFrame]], out: Path) -> list[Pa
     return files
 
 
-def write_part(scalars: pl.DataFrame, name: str, file: Path) -> None:
+def write_part(scalars: pl.DataFrame, name: str, file: str | Path) -> None:
     """One run's points as a partition file of a parquet export: DESIGN's columns, ``name``
-    in the run column, runcompare's key in the file's metadata."""
+    in the run column, runcompare's key in the file's metadata. ``file`` may be a URL (a
+    worker writing into a bucket)."""
     from . import __version__
 
     columns = [pl.col(column).cast(dtype) for column, dtype in SCALAR_SCHEMA.items()]
-    file.parent.mkdir(parents=True, exist_ok=True)
-    scalars.select(columns).with_columns(run=pl.lit(name, pl.String)).write_parquet(
-        file, metadata={PARQUET_KEY: __version__})
+    frame = scalars.select(columns).with_columns(run=pl.lit(name, pl.String))
+    url = remote_url(file)
+    if url is not None:
+        buffer = io.BytesIO()
+        frame.write_parquet(buffer, metadata={PARQUET_KEY: __version__})
+        put_bytes(url, buffer.getvalue())
+        return
+    Path(file).parent.mkdir(parents=True, exist_ok=True)
+    frame.write_parquet(file, metadata={PARQUET_KEY: __version__})
 
 
 def parts_written_there(path: str | Path, format: str | None) -> bool:
     """Whether an export to ``path`` as ``format`` is a dataset whose partitions the readers
-    can write themselves (:func:`export_parts`): a local parquet dataset."""
-    return remote_url(path) is None and _format(Path(path), format) == "parquet"
+    can write themselves (:func:`export_parts`): a parquet dataset, on disk or in a bucket."""
+    return _format(Path(path), format) == "parquet"
 
 
-def export_parts(read: Callable[[Path], Sequence[Run]], path: str | Path, *,
+def export_parts(read: Callable[[str | Path], Sequence[Run]], path: str | Path, *,
                  force: bool = False) -> Exported:
     """A parquet dataset whose partitions the readers write (on a Dask cluster, each worker
     the runs it reads): ``read(parts)`` reads the runs, the points of the i-th written to
-    ``load.part_of(parts, i)``, into a folder beside ``path``, which the workers must see;
-    here they are only moved into place, as :func:`export` places its own."""
+    ``load.part_of(parts, i)``, into a folder beside ``path`` (a prefix beside it in a
+    bucket), which the workers must reach; here they are only moved into place, as
+    :func:`export` places its own (in a bucket, a copy inside the store)."""
     from .load import part_of
 
-    out = Path(path)
     if not parts_written_there(path, None):
-        raise UsageError(f"{path}: the workers write the partitions of a parquet dataset on a "
-                         "path they share with this machine; export to a local folder (no "
-                         "suffix, or .parquet)")
+        raise UsageError(f"{path}: the workers write the partitions of a parquet dataset; "
+                         "export to a folder (no suffix, or .parquet)")
+    url = remote_url(path)
+    if url is not None:
+        def staged(prefix: str) -> list[tuple[str, str]]:
+            runs = read(f"{prefix}/parts")
+            _check_names([run.name for run in runs], "parquet")
+            return [(str(part_of(f"{prefix}/parts", i)),
+                     f"{_folder(run.name, 'parquet')}/part-0.parquet") for i, run in enumerate(runs)]
+
+        names = publish(url, staged, force=force)
+        return Exported(path=Path(path), format="parquet", files=[Path(name) for name in names],
+                        runs=len(names), points=_rows(url, names), url=url)
+    out = Path(path)
     target = Path(os.path.abspath(out))
     counted: list[int] = []
 
@@ -376,6 +395,24 @@ def export_parts(read: Callable[[Path], Sequence[Run]], path: str | Path, *,
     written = _publish(target, write)
     return Exported(path=out, format="parquet", files=[out / part for part in written],
                     runs=len(written), points=sum(counted))
+
+
+#: Bytes from the end of a partition that hold its footer (a run's is a few kB).
+_TAIL = 1 << 16
+
+
+def _rows(url: str, names: list[str]) -> int:
+    """The rows of the parquet files ``url``/name, from their footers."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = 0
+    for name, tail in zip(names, tails(url, names, _TAIL)):
+        footer = int.from_bytes(tail[-8:-4], "little") + 8
+        if footer > len(tail):  # a footer larger than the tail fetched
+            tail = tails(url, [name], footer)[0]
+        rows += pq.read_metadata(pa.BufferReader(tail)).num_rows
+    return rows
 
 
 def _write_csv(frames: list[tuple[str, pl.DataFrame]], out: Path) -> list[Path]:

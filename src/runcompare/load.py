@@ -20,7 +20,7 @@ from .errors import InputError, MissingInfoError, NoLogsFoundError, RuncompareEr
 from .legs import leg_numbers, resolve_legs
 from .model import Fact, Finding, Findings, Leg, RawLog, Run
 from .parallel import run_all, workers_for
-from .remote import localize, origin, remote_url
+from .remote import localize, move, origin, remote_url
 from .resolve import SIDECAR, merge_facts, parse_settings, read_sidecar, resolve_batch, user_fact
 from .sources import REGISTRY, Format, detect, unreadable
 from .sources.config import config_facts, config_hparams, merge_hparams
@@ -74,11 +74,12 @@ def load_many(paths: Iterable[str | Path], *, source: str | None = None,
                       pattern=pattern, workers=workers, scheduler=scheduler, facts=facts)
 
 
-def load_parts(paths: Iterable[str | Path], parts: Path, **options: Any) -> list[Run]:
+def load_parts(paths: Iterable[str | Path], parts: str | Path, **options: Any) -> list[Run]:
     """:func:`load_many` (``options``: every keyword of it but the facts, as the command line
     gives them) with each run's points written to ``parts`` by whoever reads the run (a
     worker, on a Dask cluster) and left out of the run: the i-th run's are in
-    :func:`part_of` ``(parts, i)``. An export's partitions, written where they are read."""
+    :func:`part_of` ``(parts, i)``. An export's partitions, written where they are read;
+    ``parts`` may be a URL (a prefix in a bucket)."""
     return _load_runs(paths, given_by="load_many()", facts={}, parts=parts, **options)
 
 
@@ -87,7 +88,7 @@ def _load_runs(paths: Iterable[str | Path], *, given_by: str, source: str | None
                progress: Callable[[int, int, str], None] | None,
                config: str | Path | None, pattern: str | None, workers: int | None,
                scheduler: str | None, facts: Mapping[str, Any],
-               expand_roots: bool = True, parts: Path | None = None) -> list[Run]:
+               expand_roots: bool = True, parts: str | Path | None = None) -> list[Run]:
     """:func:`load_many`; ``given_by`` is the source of the facts given as keywords;
     ``expand_roots=False`` reads each path as one run (:func:`load`). With ``parts`` (a
     folder the workers see), each run's points are written there by whoever reads it, as
@@ -109,7 +110,7 @@ def _load_runs(paths: Iterable[str | Path], *, given_by: str, source: str | None
     tasks = [_Task(root, name, from_source, unique,
                    {**common, **per_run.get(name, {}), **per_run.get(unique, {})},
                    source, pattern, cache, duplicates, stated, settings_of, len(roots) == 1,
-                   None if parts is None else str(parts / f"{index:06d}.parquet"))
+                   None if parts is None else str(_within(parts, f"{index:06d}.parquet")))
              for index, ((root, name, from_source), unique) in enumerate(zip(roots, shown))]
     done = run_all(_stage, tasks, workers=workers_for(len(tasks), workers), scheduler=scheduler,
                    progress=None if progress is None else lambda n: progress(
@@ -129,14 +130,23 @@ def _load_runs(paths: Iterable[str | Path], *, given_by: str, source: str | None
     if parts is not None:
         for position, (task, _) in enumerate(staged):
             assert task.part is not None
-            os.replace(task.part, part_of(parts, position))
+            place = part_of(parts, position)
+            if remote_url(task.part) is None:
+                os.replace(task.part, place)
+            else:
+                move(task.part, str(place))
     return runs
 
 
-def part_of(parts: Path, position: int) -> Path:
+def part_of(parts: str | Path, position: int) -> str | Path:
     """Where the points of the run at ``position`` of what :func:`_load_runs` returns with
     ``parts`` are."""
-    return parts / f"run-{position:06d}.parquet"
+    return _within(parts, f"run-{position:06d}.parquet")
+
+
+def _within(parts: str | Path, name: str) -> str | Path:
+    """``name`` in the folder ``parts``; a URL stays a string (a Path folds its ``//``)."""
+    return f"{parts}/{name}" if remote_url(parts) is not None else Path(parts) / name
 
 
 def _local(path: str | Path, mirrors: dict[Path, str]) -> Path:
@@ -240,7 +250,7 @@ def _write_part(task: _Task, run: Run) -> None:
     from .export import write_part
 
     assert task.part is not None
-    write_part(run.scalars, run.name, Path(task.part))
+    write_part(run.scalars, run.name, task.part)
     run.scalars = run.scalars.clear()
 
 

@@ -25,6 +25,7 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -35,7 +36,7 @@ from urllib.parse import urlsplit
 from .cache import cache_dir
 from .errors import InputError, UsageError
 
-__all__ = ["localize", "origin", "remote_url", "upload"]
+__all__ = ["localize", "move", "origin", "publish", "put_bytes", "remote_url", "tails", "upload"]
 
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _FLATTENED = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):/(?!/)")
@@ -268,3 +269,58 @@ def upload(url: str, write: Callable[[Path], Any], *, force: bool) -> Any:
             return result
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+
+
+def put_bytes(url: str, data: bytes) -> None:
+    """``data`` as the object at ``url`` (a worker's partition, written where it was read)."""
+    fs, root = _filesystem(url)
+    with _translated(url):
+        fs.pipe_file(root, data)
+
+
+def move(source: str, target: str) -> None:
+    """The object at URL ``source`` moved to URL ``target`` in the same store."""
+    fs, root = _filesystem(source)
+    with _translated(source):
+        fs.mv(root, _filesystem(target)[1])
+
+
+def publish(url: str, write: Callable[[str], list[tuple[str, str]]], *,
+            force: bool) -> list[str]:
+    """``write(staging)`` fills a fresh prefix beside ``url`` (its URL) and returns (object
+    URL, name under ``url``) pairs; then what is at ``url`` is removed (only with ``force``:
+    without, an existing ``url`` is refused before ``write`` runs), the objects are moved to
+    their names (a copy inside the store) and the staging prefix removed, also on failure.
+    Returns the names."""
+    fs, root = _filesystem(url)
+    base = root.rstrip("/")
+    with _translated(url):
+        if fs.exists(base) and not force:
+            raise UsageError(f"{url} exists; pass --force to replace it")
+        parent, _, name = base.rpartition("/")
+        staging = f"{parent}/.{name or 'export'}.{secrets.token_hex(6)}.tmp"
+        staged = fs.unstrip_protocol(staging)
+        try:
+            pairs = write(staged)
+            if any(not source.startswith(f"{staged}/") for source, _ in pairs):
+                raise ValueError(f"publish({url!r}): an object outside the staging prefix")
+            if fs.exists(base):
+                fs.rm(base, recursive=True)
+            for source, target in pairs:
+                fs.mv(staging + source[len(staged):], f"{base}/{target}")
+            return [target for _, target in pairs]
+        finally:
+            if fs.exists(staging):
+                fs.rm(staging, recursive=True)
+
+
+def tails(url: str, names: list[str], size: int) -> list[bytes]:
+    """The last ``size`` bytes (or all) of each object ``url``/name, fetched in one call (an
+    asynchronous filesystem keeps the requests in flight)."""
+    fs, root = _filesystem(url)
+    base = root.rstrip("/")
+    paths = [f"{base}/{name}" for name in names]
+    with _translated(url):
+        found = fs.find(base, detail=True) if paths else {}
+        sizes = [found[path]["size"] for path in paths]
+        return fs.cat_ranges(paths, [max(0, total - size) for total in sizes], sizes)
