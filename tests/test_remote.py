@@ -127,17 +127,17 @@ def test_export_to_a_bucket_writes_the_dataset_there(s3, cli, tmp_path):
 def test_export_with_scheduler_to_a_bucket_has_the_workers_write_it(s3, cli, tmp_path,
                                                                       monkeypatch):
     """``export --scheduler`` into a bucket: each worker of a LocalCluster uploads the
-    partitions of the runs it reads (the client writes none), and the dataset equals a local
-    export; nothing is left beside it."""
+    partitions of the runs it reads (the client writes none), and the dataset equals the
+    export of the same runs to disk; nothing is left beside it."""
     from distributed import LocalCluster
 
     from runcompare import export
 
-    fs, disk = s3
+    fs, _ = s3
     port = fsspec.config.conf["s3"]["endpoint_url"]
     monkeypatch.setenv("FSSPEC_S3_ENDPOINT_URL", port)  # the workers' fsspec reads it
-    local = tmp_path / "local.parquet"
-    assert cli("export", disk, "-o", local).exit_code == 0
+    local = tmp_path / "local.parquet"  # the same runs (another test edits one in the bucket)
+    assert cli("export", "s3://bucket/sweep", "-o", local).exit_code == 0
     monkeypatch.setattr(export, "write_part", lambda *a, **k: pytest.fail("client wrote"))
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                       dashboard_address=None) as cluster:
