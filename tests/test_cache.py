@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
@@ -266,6 +267,28 @@ def test_a_cache_folder_removed_between_reads_is_made_again(tmp_path):
     again = rc.load(DATA / "hf_tokens")
     assert again.scalars.equals(run.scalars)
     names = [p.name for p in cache_dir().iterdir()]
-    built = [n for n in names if n.startswith("built-")]
-    assert sorted(n.rsplit(".", 1)[1] for n in built) == ["arrow", "json"]  # the whole run
-    assert len(names) > len(built) and len(names) % 2 == 0  # and its parsed sources
+    assert sorted(n.rsplit(".", 1)[1] for n in names if n.startswith("built-")) == [
+        "arrow", "json"]  # the whole run
+
+
+def test_parsed_sources_are_kept_beside_the_built_run_only_for_large_runs(tmp_path,
+                                                                          monkeypatch):
+    """A small run's parsed sources are not kept (it parses about as fast as the entry reads
+    back); from ``SOURCES_FROM`` bytes they are, and a build with new settings uses them."""
+    from runcompare import cache
+
+    run = tmp_path / "run"
+    shutil.copytree(DATA / "hf_seeds" / "lr1e-3_seed1", run)
+    size = sum(f.stat().st_size for f in run.rglob("*") if f.is_file())
+    assert size < cache.SOURCES_FROM
+    rc.load(run)
+    assert {p.name.split("-")[0] for p in cache_dir().iterdir()} == {"built"}
+    shutil.rmtree(cache_dir())
+    monkeypatch.setattr(importlib.import_module("runcompare.load"), "SOURCES_FROM", 1)
+    first = rc.load(run)
+    kinds = sorted(p.name.split("-")[0] for p in cache_dir().iterdir())
+    assert kinds.count("built") == 2 and len(kinds) > 2  # the run, and its parsed sources
+    hf = REGISTRY["hf-trainer"]
+    monkeypatch.setitem(hf.__dict__, "read", lambda *a, **k: pytest.fail("parsed again"))
+    again = rc.load(run, duplicates="keep-first")  # built again, from the parsed sources
+    assert again.scalars.equals(first.scalars)

@@ -15,7 +15,7 @@ import numpy as np
 import polars as pl
 
 from .axes import axis_sources, normalize
-from .cache import files_listing, read_built, read_cached, store_built
+from .cache import SOURCES_FROM, files_listing, read_built, read_cached, store_built
 from .errors import InputError, MissingInfoError, NoLogsFoundError, RuncompareError, UsageError
 from .legs import leg_numbers, resolve_legs
 from .model import Fact, Finding, Findings, Leg, RawLog, Run
@@ -525,7 +525,8 @@ def _read_all(formats: Mapping[str, Format], path: Path, cache: bool,
     failures: list[RuncompareError] = []
     for fmt in formats.values():
         try:
-            raws.append(read_cached(fmt, path, enabled=cache, hints=hints))
+            raws.append(read_cached(fmt, path, enabled=cache, hints=hints,
+                                    store_from=SOURCES_FROM))
         except (InputError, MissingInfoError) as exc:  # another source may read the run
             failures.append(exc)
     if not raws:
