@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -122,6 +123,21 @@ def test_a_report_replaces_the_report_it_wrote(cli, attn, mamba, tmp_path):
     assert cli(attn, mamba, "-o", report).exit_code == 0
     assert "attn vs mamba" in report.read_text()[:300]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["attn", "mamba", "r.html"]
+
+
+def test_a_report_has_the_mode_a_plain_write_gives(cli, attn, tmp_path):
+    """A new report gets 0o666 less the umask (not its temporary file's 0o600); a replaced
+    one keeps the mode it had."""
+    report = tmp_path / "r.html"
+    mask = os.umask(0o027)
+    try:
+        assert cli(attn, "-o", report).exit_code == 0
+    finally:
+        os.umask(mask)
+    assert stat.S_IMODE(report.stat().st_mode) == 0o640
+    report.chmod(0o604)
+    assert cli(attn, "-o", report).exit_code == 0
+    assert stat.S_IMODE(report.stat().st_mode) == 0o604
 
 
 def test_a_fifo_at_the_report_path_is_refused_without_blocking(attn, tmp_path):

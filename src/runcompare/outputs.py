@@ -104,14 +104,28 @@ def head(path: Path, size: int) -> bytes:
 
 
 def write_atomic(path: Path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` (parent folders made) through a temporary sibling."""
+    """Write ``data`` to ``path`` (parent folders made) through a temporary sibling, with the
+    mode a plain write gives: the replaced file's, else 0o666 less the umask (not the
+    temporary file's 0o600, which kept a report from a web server or a shared folder)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "wb") as file:
             file.write(data)
+            os.fchmod(file.fileno(), _mode_for(path))
         os.replace(name, path)
     except BaseException:
         Path(name).unlink(missing_ok=True)
         raise
     return path
+
+
+def _mode_for(path: Path) -> int:
+    """The permission bits a plain ``open(path, "w")`` leaves: the existing file's, else
+    0o666 less the process's umask."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        mask = os.umask(0o022)  # read by setting it; put back at once
+        os.umask(mask)
+        return 0o666 & ~mask
