@@ -629,9 +629,11 @@ def console() -> NoReturn:
         main()
         code = 0
     except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
-        if not isinstance(exc.code, (int, type(None))):
+        if exc.code is None or isinstance(exc.code, int):
+            code = exc.code or 0
+        else:  # a message (``sys.exit("...")``): printed, and exit 1
             print(exc.code, file=sys.stderr)
+            code = 1
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -128,13 +128,13 @@ def _load_runs(paths: Iterable[str | Path], *, given_by: str, source: str | None
     runs = _remote([_final(task, read, name, skipped)
                     for (task, read), name in zip(staged, names)], mirrors)
     if parts is not None:
-        for position, (task, _) in enumerate(staged):
-            assert task.part is not None
-            place = part_of(parts, position)
-            if remote_url(task.part) is None:
-                os.replace(task.part, place)
-            else:
-                move(task.part, str(place))
+        pairs = [(str(task.part), str(part_of(parts, position)))
+                 for position, (task, _) in enumerate(staged)]
+        if remote_url(parts) is None:
+            for source, target in pairs:
+                os.replace(source, target)
+        else:
+            move(pairs)
     return runs
 
 

@@ -278,11 +278,16 @@ def put_bytes(url: str, data: bytes) -> None:
         fs.pipe_file(root, data)
 
 
-def move(source: str, target: str) -> None:
-    """The object at URL ``source`` moved to URL ``target`` in the same store."""
-    fs, root = _filesystem(source)
-    with _translated(source):
-        fs.mv(root, _filesystem(target)[1])
+def move(pairs: list[tuple[str, str]]) -> None:
+    """Each object at the first URL moved to the second, in the same store: copied in one
+    call (an asynchronous filesystem keeps the copies in flight), then the sources removed."""
+    if not pairs:
+        return
+    fs, _ = _filesystem(pairs[0][0])
+    sources = [_filesystem(source)[1] for source, _ in pairs]
+    with _translated(pairs[0][0]):
+        fs.copy(sources, [_filesystem(target)[1] for _, target in pairs])
+        fs.rm(sources)
 
 
 def publish(url: str, write: Callable[[str], list[tuple[str, str]]], *,
@@ -290,26 +295,24 @@ def publish(url: str, write: Callable[[str], list[tuple[str, str]]], *,
     """``write(staging)`` fills a fresh prefix beside ``url`` (its URL) and returns (object
     URL, name under ``url``) pairs; then what is at ``url`` is removed (only with ``force``:
     without, an existing ``url`` is refused before ``write`` runs), the objects are moved to
-    their names (a copy inside the store) and the staging prefix removed, also on failure.
-    Returns the names."""
+    their names (:func:`move`) and the staging prefix removed, also on failure. Returns the
+    names."""
     fs, root = _filesystem(url)
     base = root.rstrip("/")
+    parent, _, name = base.rpartition("/")
+    staging = f"{parent}/.{name or 'export'}.{secrets.token_hex(6)}.tmp"
     with _translated(url):
         if fs.exists(base) and not force:
             raise UsageError(f"{url} exists; pass --force to replace it")
-        parent, _, name = base.rpartition("/")
-        staging = f"{parent}/.{name or 'export'}.{secrets.token_hex(6)}.tmp"
-        staged = fs.unstrip_protocol(staging)
-        try:
-            pairs = write(staged)
-            if any(not source.startswith(f"{staged}/") for source, _ in pairs):
-                raise ValueError(f"publish({url!r}): an object outside the staging prefix")
+    try:
+        pairs = write(fs.unstrip_protocol(staging))
+        with _translated(url):
             if fs.exists(base):
                 fs.rm(base, recursive=True)
-            for source, target in pairs:
-                fs.mv(staging + source[len(staged):], f"{base}/{target}")
-            return [target for _, target in pairs]
-        finally:
+        move([(source, f"{url.rstrip('/')}/{target}") for source, target in pairs])
+        return [target for _, target in pairs]
+    finally:
+        with _translated(url):
             if fs.exists(staging):
                 fs.rm(staging, recursive=True)
 
