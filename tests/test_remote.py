@@ -184,6 +184,18 @@ def test_a_run_behind_http_reads_as_on_disk_with_the_sidecar_above_it(http, cli)
     assert from_http == from_disk and from_http["batch"]["seq_len"]["value"] == 64
 
 
+def test_an_export_to_a_server_that_refuses_uploads_is_one_line(http, cli):
+    """A plain HTTP server answers the upload with 501: one error line naming the URL and
+    what to write to instead, no traceback; nothing is written into the served folder."""
+    before = sorted(DATA.rglob("*"))
+    result = cli("export", DATA / "hf_tokens", "-o", f"{http}/out.parquet")
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"error: {http}/out.parquet: cannot be written (")
+    assert result.stderr.endswith("write to a local path or a store fsspec can write to "
+                                  "(s3://, gs://, az://)\n")
+    assert len(result.stderr.splitlines()) == 1 and sorted(DATA.rglob("*")) == before
+
+
 def test_without_fsspec_a_url_says_how_to_install_it(cli, monkeypatch):
     monkeypatch.setitem(__import__("sys").modules, "fsspec", None)
     result = cli("inspect", "s3://bucket/sweep")

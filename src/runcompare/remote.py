@@ -34,7 +34,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .cache import cache_dir
-from .errors import InputError, UsageError
+from .errors import InputError, RuncompareError, UsageError
 
 __all__ = ["localize", "move", "origin", "publish", "put_bytes", "remote_url", "tails", "upload"]
 
@@ -86,17 +86,27 @@ def _filesystem(url: str) -> tuple[Any, str]:
 
 
 @contextlib.contextmanager
-def _translated(url: str) -> Iterator[None]:
-    """Third-party errors of a remote call as :class:`InputError`, naming the URL."""
+def _translated(url: str, *, writing: bool = False) -> Iterator[None]:
+    """Third-party errors of a remote call as :class:`InputError`, naming the URL. Around a
+    write (nothing of runcompare's inside), any error the filesystem raises is one: an HTTP
+    server that refuses the upload raises its client library's own error."""
     try:
         yield
+    except RuncompareError:
+        raise
     except FileNotFoundError as exc:
         raise InputError(f"{url}: no such file or directory") from exc
     except PermissionError as exc:
         raise InputError(f"{url}: permission denied ({exc}); check the credentials in the "
                          "environment or the filesystem's config") from exc
     except OSError as exc:
-        raise InputError(f"{url}: cannot be read ({exc})") from exc
+        raise InputError(f"{url}: cannot be {'written' if writing else 'read'} ({exc})") from exc
+    except Exception as exc:
+        if not writing:
+            raise
+        raise InputError(f"{url}: cannot be written ({type(exc).__name__}: {exc}); write to "
+                         "a local path or a store fsspec can write to (s3://, gs://, az://)"
+                         ) from exc
 
 
 def localize(url: str) -> Path:
@@ -253,28 +263,29 @@ def upload(url: str, write: Callable[[Path], Any], *, force: bool) -> Any:
     """``write(local)`` into a temporary folder, then what it wrote uploaded to ``url``
     (replacing what is there only with ``force``); returns what ``write`` returned."""
     fs, root = _filesystem(url)
-    with _translated(url):
+    with _translated(url, writing=True):
         if fs.exists(root) and not force:
             raise UsageError(f"{url} exists; pass --force to replace it")
-        staging = Path(tempfile.mkdtemp(prefix="runcompare-upload-"))
-        try:
-            local = staging / (PurePosixPath(root.rstrip("/")).name or "export")
-            result = write(local)
+    staging = Path(tempfile.mkdtemp(prefix="runcompare-upload-"))
+    try:
+        local = staging / (PurePosixPath(root.rstrip("/")).name or "export")
+        result = write(local)
+        with _translated(url, writing=True):
             if fs.exists(root):
                 fs.rm(root, recursive=True)
             if local.is_dir():
                 fs.put(f"{local}/", root.rstrip("/") + "/", recursive=True)
             else:
                 fs.put_file(str(local), root)
-            return result
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+        return result
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def put_bytes(url: str, data: bytes) -> None:
     """``data`` as the object at ``url`` (a worker's partition, written where it was read)."""
     fs, root = _filesystem(url)
-    with _translated(url):
+    with _translated(url, writing=True):
         fs.pipe_file(root, data)
 
 
@@ -285,7 +296,7 @@ def move(pairs: list[tuple[str, str]]) -> None:
         return
     fs, _ = _filesystem(pairs[0][0])
     sources = [_filesystem(source)[1] for source, _ in pairs]
-    with _translated(pairs[0][0]):
+    with _translated(pairs[0][0], writing=True):
         fs.copy(sources, [_filesystem(target)[1] for _, target in pairs])
         fs.rm(sources)
 
@@ -301,18 +312,18 @@ def publish(url: str, write: Callable[[str], list[tuple[str, str]]], *,
     base = root.rstrip("/")
     parent, _, name = base.rpartition("/")
     staging = f"{parent}/.{name or 'export'}.{secrets.token_hex(6)}.tmp"
-    with _translated(url):
+    with _translated(url, writing=True):
         if fs.exists(base) and not force:
             raise UsageError(f"{url} exists; pass --force to replace it")
     try:
         pairs = write(fs.unstrip_protocol(staging))
-        with _translated(url):
+        with _translated(url, writing=True):
             if fs.exists(base):
                 fs.rm(base, recursive=True)
         move([(source, f"{url.rstrip('/')}/{target}") for source, target in pairs])
         return [target for _, target in pairs]
     finally:
-        with _translated(url):
+        with _translated(url, writing=True):
             if fs.exists(staging):
                 fs.rm(staging, recursive=True)
 
