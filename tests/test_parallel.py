@@ -39,11 +39,15 @@ def _paths(root):
 def test_worker_processes_give_what_one_process_gives(sweep):
     one = rc.load_many(_paths(sweep), settings=["seq_len=64"], cache=False)
     two = rc.load_many(_paths(sweep), settings=["seq_len=64"], cache=False, workers=2)
+    # with the cache: workers send the stream they wrote (cold), then the one they read (warm)
+    cold = rc.load_many(_paths(sweep), settings=["seq_len=64"], workers=2)
+    warm = rc.load_many(_paths(sweep), settings=["seq_len=64"], workers=2)
     assert [r.name for r in two] == [r.name for r in one]
     assert len(one) == 18 and one[0].name == "a/lr1e-3_seed1"  # names made unique
-    for a, b in zip(one, two):
-        assert b.scalars.equals(a.scalars) and b.to_json() == a.to_json()
-        assert b.findings == a.findings and b.hparams == a.hparams
+    for a, *others in zip(one, two, cold, warm):
+        for b in others:
+            assert b.scalars.equals(a.scalars) and b.to_json() == a.to_json()
+            assert b.findings == a.findings and b.hparams == a.hparams
     skipped = [f for f in one[0].findings if f.code == "run-skipped"]
     assert len(skipped) == 1 and "broken" in skipped[0].message
 

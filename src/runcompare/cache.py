@@ -136,14 +136,16 @@ def _code_stamp(whole: bool = False) -> tuple[str, ...]:
 
 # -- whole runs ------------------------------------------------------------------------------
 
-def read_built(key: str, listing: list[list[Any]], path: Path) -> tuple[Run, Any] | None:
+def read_built(key: str, listing: list[list[Any]],
+               path: Path) -> tuple[Run, Any, bytes] | None:
     """The run built from the same inputs (``key``: everything a build is given, as a
     string) and files (``listing``, see :func:`files_listing`), with the ``extra`` stored
-    beside it; ``path`` is the run's path as given this time."""
+    beside it and its points as the stored IPC stream (a worker sends them on as they are);
+    ``path`` is the run's path as given this time."""
     found = _read_entry(cache_dir() / _built_key(key), listing, SCALAR_SCHEMA)
     if found is None:
         return None
-    meta, scalars = found
+    meta, scalars, points = found
     try:
         batch = BatchConfig(**_fact_map(meta["batch"]),
                             ramp=tuple((int(a), int(b)) for a, b in meta["ramp"]))
@@ -156,15 +158,15 @@ def read_built(key: str, listing: list[list[Any]], path: Path) -> tuple[Run, Any
                   hparams=_fact_map(meta["hparams"]))
     except (ValueError, KeyError, TypeError, AttributeError):  # not the types written
         return None
-    return run, meta["extra"]
+    return run, meta["extra"], points
 
 
-def store_built(key: str, listing: list[list[Any]], run: Run, extra: Any) -> None:
-    """Keep ``run`` (and ``extra``, plain JSON) for :func:`read_built`; a cache that cannot
-    be written is no error."""
+def store_built(key: str, listing: list[list[Any]], run: Run, extra: Any) -> bytes | None:
+    """Keep ``run`` (and ``extra``, plain JSON) for :func:`read_built`; returns its points as
+    the IPC stream written (None when the cache cannot be written, which is no error)."""
     batch = {f.name: getattr(run.batch, f.name) for f in fields(BatchConfig) if f.name != "ramp"}
     try:
-        _write_entry(cache_dir() / _built_key(key), {
+        return _write_entry(cache_dir() / _built_key(key), {
             "listing": listing, "points": run.scalars.height, "extra": extra,
             "name": run.name, "source": run.format, "sources": run.sources,
             "step_unit": run.step_unit, "batch": _facts(batch),
@@ -176,7 +178,7 @@ def store_built(key: str, listing: list[list[Any]], run: Run, extra: Any) -> Non
             "hparams": _facts(run.hparams),
         }, run.scalars)
     except (OSError, TypeError, ValueError, pl.exceptions.PolarsError):
-        pass
+        return None
 
 
 def files_listing(files: list[Path], maybe: list[Path]) -> list[list[Any]]:
@@ -199,15 +201,16 @@ def _load(entry: Path, listing: list[list[Any]], path: Path) -> RawLog | None:
     if found is None:
         return None
     try:
-        return _from_meta(*found, path)
+        return _from_meta(*found[:2], path)
     except (ValueError, KeyError, TypeError, AttributeError):  # not the types written
         return None
 
 
-def _read_entry(entry: Path, listing: list[list[Any]],
-                schema: Mapping[str, Any]) -> tuple[dict[str, Any], pl.DataFrame] | None:
-    """An entry's metadata and points when it is whole, as written and made from the same
-    files (``listing``), its points of ``schema``; None otherwise."""
+def _read_entry(entry: Path, listing: list[list[Any]], schema: Mapping[str, Any]
+                ) -> tuple[dict[str, Any], pl.DataFrame, bytes] | None:
+    """An entry's metadata and points (as a frame and as the stored stream) when it is
+    whole, as written and made from the same files (``listing``), its points of ``schema``;
+    None otherwise."""
     try:
         digest, _, body = entry.with_suffix(".json").read_bytes().partition(b"\n")
         points = entry.with_suffix(".arrow").read_bytes()
@@ -219,7 +222,7 @@ def _read_entry(entry: Path, listing: list[list[Any]],
         scalars = pl.read_ipc_stream(io.BytesIO(points))
         if scalars.height != meta["points"] or dict(scalars.schema) != schema:
             return None
-        return meta, scalars
+        return meta, scalars, points
     except (OSError, ValueError, KeyError, TypeError, AttributeError,
             pl.exceptions.PolarsError):  # unreadable, or not the types written: missing
         return None
@@ -263,9 +266,9 @@ def _store(entry: Path, listing: list[list[Any]], path: Path, raw: RawLog) -> No
     }, raw.scalars)
 
 
-def _write_entry(entry: Path, meta: dict[str, Any], points: pl.DataFrame) -> None:
+def _write_entry(entry: Path, meta: dict[str, Any], points: pl.DataFrame) -> bytes:
     """Write an entry: its points, then its metadata with the digest of both (so a
-    half-written entry is never taken for a whole one)."""
+    half-written entry is never taken for a whole one); returns the points' stream."""
     body = json.dumps({"format": _FORMAT, **meta}).encode("utf-8")  # first: a value JSON
     buffer = io.BytesIO()                                            # cannot hold stops here
     points.write_ipc_stream(buffer, compression="zstd")
@@ -279,6 +282,7 @@ def _write_entry(entry: Path, meta: dict[str, Any], points: pl.DataFrame) -> Non
         _atomic(entry.with_suffix(".arrow"), lambda f: f.write(data))
     _atomic(entry.with_suffix(".json"),
             lambda f: f.write(_digest(body, data).encode("ascii") + b"\n" + body))
+    return data
 
 
 def _made(folder: Path) -> None:

@@ -198,22 +198,28 @@ class _Read:
     run: Run | None
     error: RuncompareError | None
     split: int
+    #: The run's points as the zstd IPC stream the cache wrote or read (None: not made).
+    stream: bytes | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        """Sent from a worker with the points as a zstd-compressed Arrow IPC stream: a
-        twentieth of the bytes of a pickled frame, written and read in about half a
-        millisecond."""
+        """Sent from a worker with the points as a zstd-compressed Arrow IPC stream (the
+        cache's, when it wrote or read one): a twentieth of the bytes of a pickled frame,
+        written and read in about half a millisecond."""
         state = dict(self.__dict__)
+        state.pop("stream")
         if self.run is not None:
-            buffer = io.BytesIO()
-            self.run.scalars.write_ipc_stream(buffer, compression="zstd")
+            points = self.stream
+            if points is None:
+                buffer = io.BytesIO()
+                self.run.scalars.write_ipc_stream(buffer, compression="zstd")
+                points = buffer.getvalue()
             state["run"] = replace(self.run, scalars=pl.DataFrame())
-            state["points"] = buffer.getvalue()
+            state["points"] = points
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         points = state.pop("points", None)
-        self.__dict__.update(state)
+        self.__dict__.update(state, stream=None)
         if points is not None and self.run is not None:
             self.run.scalars = pl.read_ipc_stream(io.BytesIO(points))
 
@@ -228,8 +234,8 @@ def _stage(task: _Task) -> _Read | Finding:
     listing = _listing(task, formats) if task.cache else None
     found = None if listing is None else read_built(_task_key(task), listing, task.root)
     if found is not None:
-        run, (base, split) = found
-        done = _Read(base, run.name, run, None, split)
+        run, (base, split), stream = found
+        done = _Read(base, run.name, run, None, split, stream)
     else:
         read = _raws(task, formats)
         if isinstance(read, Finding):
@@ -239,9 +245,11 @@ def _stage(task: _Task) -> _Read | Finding:
             _chosen(raws).name if task.from_source else None)
         done = _built(task, named or task.name, named or task.unique, raws, findings)
         if listing is not None and done.run is not None and _listing(task, formats) == listing:
-            store_built(_task_key(task), listing, done.run, [done.base, done.split])
+            done.stream = store_built(_task_key(task), listing, done.run,
+                                      [done.base, done.split])
     if task.part is not None and done.run is not None:
         _write_part(task, done.run)
+        done.stream = None  # the points left the run
     return done
 
 
