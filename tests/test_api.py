@@ -72,3 +72,21 @@ def test_compare_summary_on_real_runs():
         assert rows[run.name]["curve"] == "raw"
     assert rows["attn"]["x_to_target"] == 102_400  # attn's final value is the target
     assert 99_800 < rows["mamba"]["x_to_target"] < 99_950  # not the logged 102,400
+
+
+def test_run_metrics_follow_the_points_the_run_holds():
+    """``Run.metrics`` is worked out once per points frame (a sweep's comparison asks for it
+    thousands of times), and again for a frame put in its place; a pickled run carries no
+    memo of it."""
+    import pickle
+
+    import polars as pl
+
+    run = rc.load(SAMPLES / "attn")
+    every = run.metrics
+    assert every == sorted(run.scalars.get_column("metric").unique().to_list())
+    assert "train/loss" in every and len(every) > 1
+    run.scalars = run.scalars.filter(pl.col("metric") == "train/loss")
+    assert run.metrics == ["train/loss"]
+    copy = pickle.loads(pickle.dumps(run))
+    assert "_metrics" not in copy.__dict__ and copy.metrics == ["train/loss"]

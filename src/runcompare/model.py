@@ -306,7 +306,19 @@ class Run:
 
     @property
     def metrics(self) -> list[str]:
-        return sorted(self.scalars.get_column("metric").unique().to_list())
+        """The metrics logged, sorted; worked out once for the points frame the run holds (a
+        comparison of a sweep asks for them thousands of times)."""
+        known = self.__dict__.get("_metrics")
+        if known is None or known[0] is not self.scalars:
+            known = (self.scalars, sorted(self.scalars.get_column("metric").unique().to_list()))
+            self.__dict__["_metrics"] = known
+        return list(known[1])
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without the memo of :attr:`metrics` (it holds the points frame again)."""
+        state = dict(self.__dict__)
+        state.pop("_metrics", None)
+        return state
 
     @property
     def optimizer_steps(self) -> int:
