@@ -42,6 +42,18 @@ def test_facts_say_where_they_come_from():
     assert facts["train_samples_per_second"].source.startswith("trainer_state.json: log_history")
 
 
+def test_a_rate_beyond_a_float_is_no_fact(tmp_path):
+    """An edited state (hand-made from the real sample: the last rate entry's samples/s a
+    401-digit integer) reads; the rate no float holds is not a fact, the other one is."""
+    state = json.loads((SAMPLES / "mamba" / "trainer_state.json").read_text())
+    last = next(e for e in reversed(state["log_history"]) if "train_samples_per_second" in e)
+    last["train_samples_per_second"] = 10 ** 400
+    (tmp_path / "trainer_state.json").write_text(json.dumps(state))
+    facts = REGISTRY["hf-trainer"].read_at(tmp_path).facts
+    assert "train_samples_per_second" not in facts
+    assert facts["train_steps_per_second"].value == last["train_steps_per_second"]
+
+
 def test_global_batch_is_inferred_from_the_final_rates_for_both_samples():
     for name, micro in (("mamba", 8), ("attn", 2)):
         run = rc.load(SAMPLES / name, source="hf-trainer")

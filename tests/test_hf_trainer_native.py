@@ -210,7 +210,7 @@ _SAMPLE = READABLE[::3]
 @pytest.mark.parametrize("state", _SAMPLE, ids=_ids)
 def test_damaged_states_read_the_same_with_and_without_the_reader(state: Path, tmp_path,
                                                                   monkeypatch):
-    rng = random.Random(str(state))
+    rng = random.Random(_ids(state))  # the same edits in every checkout
     data = state.read_bytes()
     out = tmp_path / hf_trainer.STATE
     for _ in range(24):
@@ -221,7 +221,7 @@ def test_damaged_states_read_the_same_with_and_without_the_reader(state: Path, t
 @pytest.mark.parametrize("state", _SAMPLE, ids=_ids)
 def test_edited_states_read_the_same_with_and_without_the_reader(state: Path, tmp_path,
                                                                  monkeypatch):
-    rng = random.Random(str(state))
+    rng = random.Random(_ids(state))  # the same edits in every checkout
     loaded = json.loads(state.read_bytes())
     out = tmp_path / hf_trainer.STATE
     natively = 0
@@ -317,7 +317,7 @@ def test_end_of_training_rates_keep_their_type_and_entry(tmp_path, monkeypatch):
 def test_checkpoints_with_an_edited_entry_read_the_same(state: Path, tmp_path, monkeypatch):
     """A run folder of a final state and a checkpoint of it, one of them edited: the
     checkpoint is or is not the start of the final history alike on both paths."""
-    rng = random.Random(str(state))
+    rng = random.Random(_ids(state))  # the same edits in every checkout
     loaded = json.loads(state.read_bytes())
     history = loaded.get("log_history") or []
     if len(history) < 2:

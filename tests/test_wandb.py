@@ -148,6 +148,20 @@ def test_legacy_writer_side_files_and_json_dicts() -> None:
     assert leg.metadata["cpu_count"] >= 1
 
 
+def test_a_summary_number_beyond_a_float_is_no_fact(tmp_path: Path) -> None:
+    """The real legacy run with its wandb-summary.json edited by hand: a rate of 401 digits
+    (JSON allows it) is no fact and no traceback; a plain one beside it is a fact."""
+    target = tmp_path / "legacy"
+    shutil.copytree(LEGACY, target)
+    summary = wandb.run_folders(target)[0] / "files" / "wandb-summary.json"
+    edited = {**json.loads(summary.read_text()), "train_samples_per_second": 10 ** 400,
+              "train_steps_per_second": 2.5}
+    summary.write_text(json.dumps(edited))
+    facts = REGISTRY["wandb"].read_at(target).facts
+    assert "train_samples_per_second" not in facts
+    assert facts["train_steps_per_second"].value == 2.5
+
+
 def test_side_files_alone_give_config_facts(tmp_path: Path) -> None:
     """A synced run folder without its .wandb file (a copy of the real one)."""
     source = wandb.run_folders(LEGACY)[0]

@@ -20,18 +20,35 @@ sets side by side ("what differs").
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from ..errors import InputError
 from ..model import Fact, Finding
 
 __all__ = ["CONFIG_KEYS", "FACT_FIELDS", "comparable", "config_facts", "config_hparams",
-           "facts_from_config", "hparams", "load_yaml", "merge_hparams", "nested_facts",
-           "read_config"]
+           "facts_from_config", "finite_number", "hparams", "load_yaml", "merge_hparams",
+           "nested_facts", "read_config"]
+
+
+def finite_number(value: Any) -> TypeGuard[float]:
+    """Whether ``value`` is a real number (no bool) that a float holds finitely: a JSON
+    integer of 400 digits is as little a count or a rate as an infinity.
+
+    >>> finite_number(3), finite_number(2.5), finite_number(10 ** 400), finite_number(True)
+    (True, True, False, False)
+    """
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
 
 #: Fact name -> the configuration keys that supply it, most specific first.
 CONFIG_KEYS: dict[str, tuple[str, ...]] = {

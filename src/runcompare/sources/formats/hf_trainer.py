@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import io
 import json
-import math
 import re
 from collections.abc import Mapping
 from contextlib import suppress
@@ -27,6 +26,7 @@ import polars as pl
 from ...errors import InputError
 from ...model import RAW_SCHEMA, Fact, Finding, RawLog
 from ..codecs.files import LFS_POINTER, folders_in, lfs_message
+from ..config import finite_number
 from ..format import Format
 from ..naming import canonical
 from . import _hf_json
@@ -298,7 +298,7 @@ def _facts(state: dict[str, Any], history: History, file: Path) -> dict[str, Fac
     summary = _summary(history)
     if summary is not None:
         for key in _RATES:
-            if math.isfinite(summary[key]):
+            if finite_number(summary[key]):
                 facts[key] = Fact(summary[key], f"{where}: log_history[step {summary.get('step')}]"
                                   f".{key}", "logged")
     return facts

@@ -23,7 +23,7 @@ import polars as pl
 from ...errors import InputError
 from ...model import Fact, Finding, RawLog
 from ..codecs.files import folders_in
-from ..config import facts_from_config, hparams, nested_facts
+from ..config import facts_from_config, finite_number, hparams, nested_facts
 from ..format import Format
 from ._wandb_run import RUN_DIR, SIDE_FILES, Leg, decode_leg, wandb_file
 from ._wandb_steps import LOG_STEP, history_scalars
@@ -191,8 +191,7 @@ def _facts(legs: list[Leg], scalars: pl.DataFrame, step: str) -> dict[str, Fact[
     logged = dict(last.filter(pl.col("metric").is_in(list(_SUMMARY_FACTS))).iter_rows())
     for key, name in _SUMMARY_FACTS.items():
         value = summary.get(key, logged.get(key))
-        if isinstance(value, (int, float)) and not isinstance(value, bool) \
-                and math.isfinite(value) and value > 0:
+        if finite_number(value) and value > 0:
             where = "wandb summary" if key in summary else "wandb history: last"
             facts[name] = Fact(value, f"{where}: {key}", "logged")
     tokens = scalars.filter(pl.col("metric") == "train/num_input_tokens_seen")["value"].max()
