@@ -82,3 +82,24 @@ def test_tensorboard_export_on_flops_and_device_hours(cli, tmp_path):
         run = rc.load(SAMPLES / "attn")
         expected = sorted({round(v * scale) for v in run.scalars[axis].drop_nulls()})
         assert sorted({e.step for e in events}) == expected
+
+
+def test_points_are_ordered_as_lexsort_orders_them():
+    """The order by metric and then step (a radix sort of the metric codes, then a sort by
+    step only of metrics whose steps go back) is ``np.lexsort``'s, ties kept in source order;
+    and the table look-up of chosen codes is ``np.isin``'s answer."""
+    import importlib
+
+    import numpy as np
+
+    axes = importlib.import_module("runcompare.axes")
+    rng = np.random.default_rng(18)
+    for trial in range(300):
+        size, metrics = int(rng.integers(0, 300)), int(rng.integers(1, 7))
+        codes = rng.integers(0, metrics, size)
+        steps = (rng.integers(0, 20, size) if trial % 2 else  # steps that go back
+                 np.sort(rng.integers(0, 50, size)))           # each metric's in order
+        assert np.array_equal(axes._by_metric_then_step(codes, steps, metrics),
+                              np.lexsort((steps, codes)))
+        chosen = rng.choice(metrics, int(rng.integers(0, metrics + 1)), replace=False).tolist()
+        assert np.array_equal(axes._among(codes, chosen, metrics), np.isin(codes, chosen))
