@@ -126,7 +126,7 @@ def normalize(raw: RawLog, batch: BatchConfig, *, run: str,
                                   len(metrics)))
     kept = kept[_by_metric_then_step(codes[kept], steps[kept], len(metrics))]
     step = steps[kept]
-    logged = {column: _logged(codes, steps, values, step,
+    logged = {column: _logged(codes, steps, values, step, len(metrics),
                               [i for i, m in enumerate(metrics) if AXIS_METRICS.get(m) == column])
               for column in ("epoch", "samples", "tokens")}
     epoch = logged["epoch"]
@@ -242,11 +242,12 @@ def _rounded(column: _Column) -> _Column:
 
 
 def _logged(codes: np.ndarray, steps: np.ndarray, values: np.ndarray, at: np.ndarray,
-            counters: list[int]) -> _Column:
-    """The last value the ``counters`` logged at each step of ``at`` (unknown where none)."""
+            size: int, counters: list[int]) -> _Column:
+    """The last value the ``counters`` (codes below ``size``) logged at each step of ``at``
+    (unknown where none)."""
     if not counters:
         return _Column(None, None)
-    rows = np.flatnonzero(_among(codes, counters, max(int(codes.max(initial=0)), *counters) + 1))
+    rows = np.flatnonzero(_among(codes, counters, size))
     if rows.size == 0:
         return _Column(None, None)
     # the last point of each step: the first of the reversed rows
