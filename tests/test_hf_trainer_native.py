@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import pickle
 import random
 import re
 import shutil
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -66,6 +68,9 @@ def _same(path: Path, monkeypatch: pytest.MonkeyPatch) -> RawLog | str:
     assert native.aliases == pure.aliases and list(native.aliases) == list(pure.aliases)
     assert native.files == pure.files
     assert native.step_unit == pure.step_unit
+    told, worked_out = native.metric_codes(), pure.metric_codes()  # told by the native reader
+    assert told[0].to_list() == worked_out[0].to_list()
+    assert told[1].tolist() == worked_out[1].tolist()
     return native
 
 
@@ -104,6 +109,7 @@ def test_every_real_run_reads_the_same_natively(run: Path, monkeypatch):
     read = _same(run, monkeypatch)
     if not isinstance(read, str):
         assert read.scalars.height > 0
+        assert "_codes" in _read(run, True, monkeypatch).__dict__  # told by the reader
 
 
 # -- mutations ----------------------------------------------------------------------------
@@ -402,3 +408,23 @@ def test_pure_mode_in_a_subprocess_reads_the_same(tmp_path):
     assert pure_head.split()[0] == "False" and native_head.split()[0] == "True"
     assert pure_head.split()[1] == native_head.split()[1] != "0"
     assert pure == native
+
+
+def test_told_metric_codes_are_the_codes_of_the_column():
+    """Names given in any order and more than once (two keys of one canonical name) give the
+    sorted distinct names and each point's index into them, as a pass over the column does;
+    a frame replaced afterwards is worked out again."""
+    names, codes = ["train/loss", "eval/loss", "train/loss"], np.array([0, 1, 2, 0, 1], np.int32)
+    column = pl.Series("metric", names).gather(codes)
+    frame = pl.DataFrame({"metric": column, "value": np.arange(5.0)})
+    told = RawLog(path=Path("x"), scalars=frame)
+    told.tell_codes(names, codes)
+    assert told.metric_codes()[0].to_list() == ["eval/loss", "train/loss"]
+    assert told.metric_codes()[1].tolist() == [1, 0, 1, 1, 0]
+    worked_out = RawLog(path=Path("x"), scalars=frame).metric_codes()
+    assert worked_out[0].to_list() == ["eval/loss", "train/loss"]
+    assert worked_out[1].tolist() == [1, 0, 1, 1, 0]
+    told.scalars = frame.slice(1)
+    assert told.metric_codes()[1].tolist() == [0, 1, 1, 0]
+    assert "_codes" not in pickle.loads(pickle.dumps(told)).__dict__
+

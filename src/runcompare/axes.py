@@ -24,7 +24,7 @@ import polars as pl
 from .display import fmt
 from .errors import MissingInfoError
 from .legs import leg_numbers
-from .model import AXIS_METRICS, KEPT_COUNTERS, SCALAR_SCHEMA, BatchConfig, Fact, RawLog
+from .model import AXIS_METRICS, KEPT_COUNTERS, SCALAR_SCHEMA, BatchConfig, Fact, RawLog, repeated
 
 if TYPE_CHECKING:
     from polars._typing import PolarsDataType
@@ -39,7 +39,7 @@ def axis_sources(raw: RawLog, batch: BatchConfig, *, facts: Mapping[str, Fact[An
                  wall_times: str | None = None) -> dict[str, str]:
     """Where each derived axis of a run comes from: samples and tokens (a logged counter or
     the schedule), elapsed (``wall_times``: who logged them), FLOPs and device-hours."""
-    logged = set(raw.scalars.get_column("metric").unique().to_list())
+    logged = set(raw.metric_codes()[0].to_list())
     out = _count_sources(raw, batch, logged)
     if wall_times is not None:
         out["elapsed"] = f"{wall_times}; seconds since the first logged point"
@@ -116,8 +116,7 @@ def normalize(raw: RawLog, batch: BatchConfig, *, run: str,
     source's time order.
     """
     scalars = raw.scalars
-    names = scalars.get_column("metric").unique().sort()
-    codes = names.search_sorted(scalars.get_column("metric")).to_numpy()
+    names, codes = raw.metric_codes()
     metrics = names.to_list()
     steps = _optimizer_step(raw, batch, run, scalars.get_column("step").to_numpy())
     values = scalars.get_column("value").to_numpy()
@@ -141,7 +140,9 @@ def normalize(raw: RawLog, batch: BatchConfig, *, run: str,
     by_samples = (None if seq_len is None or counted.values is None else
                   _Column(counted.values * seq_len, counted.valid))
     tokens = _first(_rounded(logged["tokens"]), by_samples, _Column.of(tokens_at))
-    wall = scalars.get_column("wall_time").gather(kept)
+    wall = scalars.get_column("wall_time")
+    wall = (repeated(None, kept.size, wall.dtype) if wall.null_count() == wall.len() else
+            wall.gather(kept))
     elapsed = _elapsed(wall, scalars.get_column("leg").to_numpy()[kept])
     world = batch.world_size.value
     flops = _flops(codes[kept], metrics, step, values[kept], tokens, facts or {})
@@ -150,7 +151,7 @@ def normalize(raw: RawLog, batch: BatchConfig, *, run: str,
     micro = _Column.of(None if accum is None else step * accum)
     size = kept.size
     return pl.DataFrame({
-        "run": _repeat(run, size, pl.String),
+        "run": repeated(run, size, pl.String),
         "metric": names.gather(codes[kept]),
         "value": values[kept],
         "step": step,
@@ -203,15 +204,10 @@ class _Column:
 
     def series(self, dtype: PolarsDataType, size: int) -> pl.Series:
         if self.values is None:
-            return _repeat(None, size, dtype)
+            return repeated(None, size, dtype)
         out = pl.Series(values=self.values).cast(dtype)
         return out if self.valid is None or self.valid.all() else out.set(
             pl.Series(values=~self.valid), None)  # type: ignore[arg-type]
-
-
-def _repeat(value: object, size: int, dtype: PolarsDataType) -> pl.Series:
-    """``value`` ``size`` times (a twentieth of ``pl.repeat``'s cost, which plans a query)."""
-    return pl.Series(values=[value], dtype=dtype).new_from_index(0, size)
 
 
 def _first(*columns: _Column | None) -> _Column:

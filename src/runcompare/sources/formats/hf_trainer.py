@@ -21,10 +21,11 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from ...errors import InputError
-from ...model import RAW_SCHEMA, Fact, Finding, RawLog
+from ...model import RAW_SCHEMA, Fact, Finding, RawLog, repeated
 from ..codecs.files import LFS_POINTER, folders_in, lfs_message
 from ..config import finite_number
 from ..format import Format
@@ -66,11 +67,14 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
     file, fields, history = max(states, key=lambda item: (_int(item[1].get("global_step")),
                                                           len(item[2])))
     findings += _other_runs(file, history, states)
-    scalars, aliases = _scalars(history)
+    scalars, aliases, codes = _scalars(history)
     facts = {**_model_config_facts(path), **_facts(fields, history, file)}
-    return RawLog(path=path, scalars=scalars, step_unit="optimizer",
-                  facts=facts, findings=findings, files=[f for f, _, _ in states],
-                  aliases=aliases)
+    raw = RawLog(path=path, scalars=scalars, step_unit="optimizer",
+                 facts=facts, findings=findings, files=[f for f, _, _ in states],
+                 aliases=aliases)
+    if codes is not None:
+        raw.tell_codes(*codes)
+    return raw
 
 
 def _other_runs(chosen: Path, history: History,
@@ -238,14 +242,16 @@ def _skip(text: str, pos: int, chars: str) -> int:
     return pos
 
 
-def _scalars(history: History) -> tuple[pl.DataFrame, dict[str, str]]:
+def _scalars(history: History) -> tuple[pl.DataFrame, dict[str, str],
+                                        tuple[list[str], np.ndarray] | None]:
     """One row per number of each entry with a whole-number step; the keys are named once
-    each (not once per entry), in the order they first appear."""
+    each (not once per entry), in the order they first appear; also, for a history read
+    natively, the metric column's names and codes (``RawLog.tell_codes``)."""
     if isinstance(history, _hf_json.Columns):
         names = {key: canonical(key) for key in history.keys}
-        metric = pl.Series("metric", list(names.values()), dtype=pl.String).gather(history.key)
-        return _frame(metric, pl.Series("value", history.value, dtype=pl.Float64),
-                      pl.Series("step", history.step, dtype=pl.Int64), names)
+        metrics = list(names.values())
+        metric = pl.Series("metric", metrics, dtype=pl.String).gather(history.key)
+        return (*_frame(metric, history.value, history.step, names), (metrics, history.key))
     keys: list[str] = []
     values: list[float] = []
     steps: list[int] = []
@@ -264,17 +270,20 @@ def _scalars(history: History) -> tuple[pl.DataFrame, dict[str, str]]:
     names = {key: canonical(key) for key in dict.fromkeys(keys)}
     metric = pl.Series("metric", keys, dtype=pl.String).replace_strict(names,
                                                                        return_dtype=pl.String)
-    return _frame(metric, pl.Series("value", values, dtype=pl.Float64, strict=False),
-                  pl.Series("step", steps, dtype=pl.Int64), names)
+    return (*_frame(metric, pl.Series("value", values, dtype=pl.Float64, strict=False),
+                    pl.Series("step", steps, dtype=pl.Int64), names), None)
 
 
-def _frame(metric: pl.Series, value: pl.Series, step: pl.Series,
+def _frame(metric: pl.Series, value: pl.Series | np.ndarray, step: pl.Series | np.ndarray,
            names: dict[str, str]) -> tuple[pl.DataFrame, dict[str, str]]:
-    """The scalars frame of the rows' canonical metric names, values and steps, and the
-    aliases (canonical name -> key as logged) of ``names`` (key -> canonical name)."""
-    frame = pl.DataFrame([metric, value, step]).with_columns(
-        pl.lit(None, RAW_SCHEMA["wall_time"]).alias("wall_time"),
-        pl.lit(0, RAW_SCHEMA["leg"]).alias("leg"))
+    """The scalars frame of the rows' canonical metric names, values and steps (no wall
+    times, one leg), and the aliases (canonical name -> key as logged) of ``names`` (key ->
+    canonical name)."""
+    size = len(metric)
+    frame = pl.DataFrame({
+        "metric": metric, "value": value, "step": step,
+        "wall_time": repeated(None, size, RAW_SCHEMA["wall_time"]),
+        "leg": np.zeros(size, np.int32)}, schema=RAW_SCHEMA)
     return frame, {name: key for key, name in names.items()}
 
 
