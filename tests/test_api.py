@@ -90,3 +90,26 @@ def test_run_metrics_follow_the_points_the_run_holds():
     assert run.metrics == ["train/loss"]
     copy = pickle.loads(pickle.dumps(run))
     assert "_metrics" not in copy.__dict__ and copy.metrics == ["train/loss"]
+
+
+def test_a_runs_points_of_a_metric_are_the_points_a_filter_finds():
+    """``Run.points_of`` gives what filtering the points by metric gives, in the same order:
+    for the frame as loaded (grouped by metric: slices), for one whose metrics are mixed
+    (split once), for a metric never logged (no rows, same columns), and again for a frame
+    put in its place; a pickled run carries no memo of it."""
+    import pickle
+
+    import polars as pl
+    from polars.testing import assert_frame_equal
+
+    run = rc.load(SAMPLES / "attn")
+    loaded = run.scalars
+    mixed = loaded.sample(fraction=1.0, shuffle=True, seed=3)
+    assert mixed.get_column("metric").rle().len() > loaded.get_column("metric").n_unique()
+    for frame in (loaded, mixed, loaded.tail(7)):
+        run.scalars = frame
+        for metric in [*loaded.get_column("metric").unique().to_list(), "never/logged"]:
+            assert_frame_equal(run.points_of(metric), frame.filter(pl.col("metric") == metric))
+    copy = pickle.loads(pickle.dumps(run))
+    assert "_slices" not in copy.__dict__
+    assert_frame_equal(copy.points_of("train/loss"), run.points_of("train/loss"))

@@ -8,6 +8,7 @@ findings); ``resolve`` merges facts into a :class:`BatchConfig`; ``axes`` turns 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import accumulate
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
@@ -346,10 +347,26 @@ class Run:
             self.__dict__["_metrics"] = known
         return list(known[1])
 
+    def points_of(self, metric: str) -> pl.DataFrame:
+        """The run's points of ``metric`` in the frame's order (none when it never logged it):
+        a slice of the points frame, as the loader orders it by metric, found once per frame
+        (a comparison of a sweep asks for each metric of each run several times; a filter
+        passes over every point each time). A frame not grouped by metric is split once."""
+        known = self.__dict__.get("_slices")
+        if known is None or known[0] is not self.scalars:
+            known = (self.scalars, _by_metric(self.scalars))
+            self.__dict__["_slices"] = known
+        found = known[1].get(metric)
+        if found is None:
+            return self.scalars.clear()
+        return found if not isinstance(found, tuple) else self.scalars.slice(*found)
+
     def __getstate__(self) -> dict[str, Any]:
-        """Pickled without the memo of :attr:`metrics` (it holds the points frame again)."""
+        """Pickled without the memos of :attr:`metrics` and :meth:`points_of` (they hold the
+        points frame again)."""
         state = dict(self.__dict__)
         state.pop("_metrics", None)
+        state.pop("_slices", None)
         return state
 
     @property
@@ -395,6 +412,18 @@ class Run:
     def to_pandas(self, x: str = "step") -> pandas.DataFrame:
         """:meth:`frame` as a pandas DataFrame (nullable columns keep their nulls)."""
         return self.frame(x).to_pandas()
+
+
+def _by_metric(frame: pl.DataFrame) -> dict[str, tuple[int, int] | pl.DataFrame]:
+    """Each metric's points: (offset, length) of its slice where each metric's points are
+    together (one pass over the column), else the points themselves, split out once."""
+    runs = frame.get_column("metric").rle().struct.unnest()
+    names, lengths = runs.get_column("value").to_list(), runs.get_column("len").to_list()
+    if len(set(names)) < len(names):
+        return {key[0]: part for key, part in
+                frame.partition_by("metric", as_dict=True, maintain_order=True).items()}
+    return {name: (end - length, length)
+            for name, length, end in zip(names, lengths, accumulate(lengths))}
 
 
 def repeated(value: object, size: int, dtype: PolarsDataType) -> pl.Series:

@@ -14,7 +14,8 @@ import numpy as np
 import polars as pl
 
 from ..model import Run
-from .smooth import Smoothing, smooth_expr
+from .smooth import Smoothing
+from .summary import metric_series
 
 __all__ = ["aggregate", "align", "series"]
 
@@ -23,12 +24,13 @@ ALIGNED_SCHEMA = {"metric": pl.String, "x": pl.Float64, "run": pl.String, "value
 
 
 def series(run: Run, metric: str, x: str, smoothing: Smoothing | None = None) -> pl.DataFrame:
-    """One run's points of ``metric`` sorted by ``x``: columns x, value, smoothed (all points)."""
-    frame = (run.scalars.lazy().filter(pl.col("metric") == metric)
-             .select(pl.col(x).cast(pl.Float64).alias("x"), "value")
-             .filter(pl.col("x").is_not_null()).sort("x", maintain_order=True).collect())
-    smoothed = smooth_expr(smoothing) if smoothing else pl.col("value")
-    return frame.with_columns(smoothed.alias("smoothed"))
+    """One run's points of ``metric`` sorted by ``x``: columns x, value, smoothed (all points;
+    none when it never logged it)."""
+    found = metric_series(run, metric, x, smoothing)
+    if found is None:
+        return pl.DataFrame(schema={"x": pl.Float64, "value": pl.Float64,
+                                    "smoothed": pl.Float64})
+    return pl.DataFrame([found.get_column(name) for name in ("x", "value", "smoothed")])
 
 
 def align(runs: Sequence[Run], *, x: str, metrics: Sequence[str],

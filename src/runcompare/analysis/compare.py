@@ -184,9 +184,8 @@ def _leading(runs: Sequence[Run], chosen: Sequence[str]) -> str:
 
 def _points(runs: Sequence[Run], metrics: Sequence[str]) -> dict[str, int]:
     """The most points any run logged of each metric."""
-    counts = pl.concat([run.scalars.group_by("metric").len() for run in runs])
-    most = dict(counts.group_by("metric").agg(pl.col("len").max()).iter_rows())
-    return {metric: int(most.get(metric, 0)) for metric in metrics}
+    return {metric: max((run.points_of(metric).height for run in runs), default=0)
+            for metric in metrics}
 
 
 def _ordered(metrics: Sequence[str], main: str | None, kinds: Mapping[str, str]) -> list[str]:

@@ -122,14 +122,21 @@ def metric_series(run: Run, metric: str, x: str,
                   smoothing: Smoothing | None = None) -> pl.DataFrame | None:
     """One run's points of ``metric`` sorted by ``x``: x, value, smoothed (``value`` when
     ``smoothing`` is None), elapsed, flops, device_hours; None when the run never logged it."""
-    if metric not in run.metrics:
+    points = run.points_of(metric)
+    if points.is_empty():
         return None
-    frame = (run.scalars.lazy().filter(pl.col("metric") == metric)
-             .select(pl.col(x).cast(pl.Float64).alias("x"), "value", "elapsed", "flops",
-                     "device_hours")
-             .filter(pl.col("x").is_not_null()).sort("x", maintain_order=True).collect())
-    smoothed = smooth_expr(smoothing) if smoothing is not None else pl.col("value")
-    return frame.with_columns(smoothed.alias("smoothed"))
+    frame = points.select(pl.col(x).cast(pl.Float64).alias("x"), "value", "elapsed", "flops",
+                          "device_hours")
+    if frame.get_column("x").null_count():
+        frame = frame.filter(pl.col("x").is_not_null())
+    # points in step order are seldom out of x order; the sort puts NaN last, and is eager
+    # (a lazy sort of a few thousand rows takes five times as long)
+    xs = frame.get_column("x").to_numpy()
+    if not (xs[1:] >= xs[:-1]).all():
+        frame = frame.sort("x", maintain_order=True)
+    if smoothing is None:
+        return frame.with_columns(smoothed=frame.get_column("value"))
+    return frame.with_columns(smooth_expr(smoothing).alias("smoothed"))
 
 
 def totals(runs: Sequence[Run], metrics: Sequence[str]) -> pl.DataFrame:
