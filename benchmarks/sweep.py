@@ -14,7 +14,11 @@ order turns every round, so a busy machine hurts all of them alike):
 - ``json.load + pandas`` (HF): a plain loop, ``pandas.DataFrame(json.load(f)["log_history"])``
   per run, and nothing else;
 - ``tbparse`` (TensorBoard): ``tbparse.SummaryReader(run).scalars`` per run (``pip install
-  tbparse``; not a runcompare dependency).
+  tbparse``; not a runcompare dependency);
+- ``bound: parse + frame`` (HF): not a contender but a bound, in one process: runcompare's
+  native parser and the 12-column frame of every point, and nothing else (see
+  ``READERS``). Against the plain loop, runcompare cold cannot do better than the cores
+  times this ratio.
 
 Before each timing the OS page cache is filled with the logs, the cache and the
 libraries (``benchmarks/oscache.py``). For each it prints the median (min–max) of the read, timed inside the process after its
@@ -40,6 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from oscache import fill
 from sweep_data import make
+
+from runcompare.parallel import cores
 
 TIMER = """
 import json, sys, time
@@ -67,6 +73,32 @@ READERS = {
                 "if p.is_dir())")),
 }
 READERS["runcompare warm"] = READERS["runcompare cold"]
+#: A bound, not a contender: the least that any reader giving every point on its 12 columns
+#: does, with runcompare's own native parser and nothing else (no detection, facts, batch,
+#: cache or worker processes): read, parse, order by metric, make the frame. What runcompare
+#: cold can at best be against the plain loop on this machine is 2 cores × this ratio, less
+#: the ~0.45 s a worker process takes to start.
+READERS["bound: parse + frame"] = ("""
+import numpy as np, polars as pl
+from runcompare.sources.codecs import _jsoncols
+def bound(folder):
+    points = 0
+    for p in sorted(folder.iterdir()):
+        if not p.is_dir():
+            continue
+        found = _jsoncols.columns((p / "trainer_state.json").read_bytes(), b"log_history",
+                                  b"step", ())
+        key, value, step = (np.frombuffer(found[i], t) for i, t in
+                            ((3, np.int32), (4, np.float64), (5, np.int64)))
+        order = np.argsort(key.astype(np.uint16), kind="stable")
+        value, step = value[order], step[order]
+        columns = [pl.Series("run", [p.name]).new_from_index(0, key.size),
+                   pl.Series("metric", found[2]).gather(key[order]), pl.Series("value", value)]
+        columns += [pl.Series(f"step{i}", step * i) for i in range(1, 5)]
+        columns += [pl.Series(f"x{i}", value * i) for i in range(1, 6)]
+        points += pl.DataFrame(columns).height
+    return points
+""", "bound(folder)")
 
 
 def main() -> None:
@@ -84,6 +116,8 @@ def main() -> None:
             continue
         folder = make(args.data, args.runs, fmt).pop().parent
         contenders = ["runcompare cold", "runcompare warm"]
+        if fmt == "hf":
+            contenders.append("bound: parse + frame")
         if not (peer == "tbparse" and (args.skip_tbparse or not _has("tbparse"))):
             contenders.append(peer)
         results = _rounds(folder, contenders, args.rounds)
@@ -143,6 +177,11 @@ def _report(title: str, results: dict[str, list[dict]], peer: str) -> None:
         goal = 4 if peer.startswith("json") else 25
         print(f"  runcompare cold is {other / cold:.2f}× faster than {peer} on the read "
               f"({other_process / cold_process:.2f}× on the whole process); goal ≥ {goal}×")
+        if "bound: parse + frame" in results:
+            bound = statistics.median(r["seconds"] for r in results["bound: parse + frame"])
+            print(f"  the bound (one process) is {other / bound:.2f}× faster than {peer}; on "
+                  f"{cores()} cores at most {cores() * other / bound:.2f}×, less the worker's "
+                  "start")
     warm = statistics.median(r["seconds"] for r in results["runcompare warm"])
     print(f"  cold {cold:.2f} s (goal < 4 s), warm {warm:.2f} s (goal < 1.5 s)")
 
