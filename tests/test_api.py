@@ -89,7 +89,7 @@ def test_run_metrics_follow_the_points_the_run_holds():
     run.scalars = run.scalars.filter(pl.col("metric") == "train/loss")
     assert run.metrics == ["train/loss"]
     copy = pickle.loads(pickle.dumps(run))
-    assert "_metrics" not in copy.__dict__ and copy.metrics == ["train/loss"]
+    assert "_slices" not in copy.__dict__ and copy.metrics == ["train/loss"]
 
 
 def test_a_runs_points_of_a_metric_are_the_points_a_filter_finds():

@@ -341,31 +341,30 @@ class Run:
     def metrics(self) -> list[str]:
         """The metrics logged, sorted; worked out once for the points frame the run holds (a
         comparison of a sweep asks for them thousands of times)."""
-        known = self.__dict__.get("_metrics")
-        if known is None or known[0] is not self.scalars:
-            known = (self.scalars, sorted(self.scalars.get_column("metric").unique().to_list()))
-            self.__dict__["_metrics"] = known
-        return list(known[1])
+        return sorted(self._points_by_metric())
 
     def points_of(self, metric: str) -> pl.DataFrame:
         """The run's points of ``metric`` in the frame's order (none when it never logged it):
         a slice of the points frame, as the loader orders it by metric, found once per frame
         (a comparison of a sweep asks for each metric of each run several times; a filter
         passes over every point each time). A frame not grouped by metric is split once."""
-        known = self.__dict__.get("_slices")
-        if known is None or known[0] is not self.scalars:
-            known = (self.scalars, _by_metric(self.scalars))
-            self.__dict__["_slices"] = known
-        found = known[1].get(metric)
+        found = self._points_by_metric().get(metric)
         if found is None:
             return self.scalars.clear()
         return found if not isinstance(found, tuple) else self.scalars.slice(*found)
 
+    def _points_by_metric(self) -> dict[str, tuple[int, int] | pl.DataFrame]:
+        """Each metric's points (:func:`_by_metric`), worked out once for the points frame the
+        run holds: what :attr:`metrics` and :meth:`points_of` answer from."""
+        known = self.__dict__.get("_slices")
+        if known is None or known[0] is not self.scalars:
+            known = (self.scalars, _by_metric(self.scalars))
+            self.__dict__["_slices"] = known
+        return known[1]
+
     def __getstate__(self) -> dict[str, Any]:
-        """Pickled without the memos of :attr:`metrics` and :meth:`points_of` (they hold the
-        points frame again)."""
+        """Pickled without the memo of :meth:`_points_by_metric` (it holds the points frame again)."""
         state = dict(self.__dict__)
-        state.pop("_metrics", None)
         state.pop("_slices", None)
         return state
 
