@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = ["app", "console", "main"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 _GROUP_OPTIONS = ("--help", "-h", "--version", "-V")
 
 
@@ -148,19 +149,27 @@ def _note(text: str, quiet: bool) -> None:
 
 def _load(paths: list[Path], source: str | None, settings: list[str] | None,
           duplicates: str, no_cache: bool, config: Path | None,
-          pattern: str | None, quiet: bool = False,
-          scheduler: str | None = None, parts: str | Path | None = None) -> list[Run]:
-    """The runs the shared reading options describe, with a progress bar on a terminal (with
-    ``parts``, their points written there instead: :func:`runcompare.load.load_parts`)."""
-    from .load import load_many, load_parts
+          pattern: str | None, quiet: bool = False, scheduler: str | None = None) -> list[Run]:
+    """The runs the shared reading options describe, with a progress bar on a terminal."""
+    from .load import load_many
 
+    return _read_with(load_many, paths, source, settings, duplicates, no_cache, config,
+                      pattern, quiet, scheduler)
+
+
+def _read_with(read: Callable[..., list[T]], paths: list[Path], source: str | None,
+               settings: list[str] | None, duplicates: str, no_cache: bool,
+               config: Path | None, pattern: str | None, quiet: bool,
+               scheduler: str | None) -> list[T]:
+    """What ``read(paths, **options)`` gives (:func:`runcompare.load.load_many`, or
+    :func:`~runcompare.load.load_parts`) for the shared reading options, with a progress
+    bar on a terminal."""
     with _reading(quiet) as progress:
         options: dict[str, Any] = {
             "source": source, "settings": settings or (), "duplicates": duplicates,
             "cache": not no_cache, "progress": progress, "config": config, "pattern": pattern,
             "workers": None, "scheduler": scheduler}
-        return (load_many(paths, **options) if parts is None
-                else load_parts(paths, parts, **options))
+        return read(paths, **options)
 
 
 @contextlib.contextmanager
@@ -407,11 +416,12 @@ def export(
     """Write every point of the runs as a parquet dataset, CSV, JSON lines or TensorBoard events."""
     from .export import TB_STEP_UNITS, export_parts, parts_written_there
     from .export import export as export_runs
+    from .load import load_parts
 
     if scheduler is not None and parts_written_there(output, fmt):  # each worker writes its runs
-        done = export_parts(lambda parts: _load(runs, source, settings, duplicates, no_cache,
-                                                config, pattern, quiet, scheduler, parts),
-                            output, force=force)
+        done = export_parts(lambda parts: _read_with(
+            functools.partial(load_parts, parts=parts), runs, source, settings, duplicates,
+            no_cache, config, pattern, quiet, scheduler), output, force=force)
     else:
         loaded = _load(runs, source, settings, duplicates, no_cache, config, pattern, quiet,
                        scheduler)

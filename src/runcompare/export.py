@@ -351,15 +351,13 @@ def parts_written_there(path: str | Path, format: str | None) -> bool:
     return _format(Path(path), format) == "parquet"
 
 
-def export_parts(read: Callable[[str | Path], Sequence[Run]], path: str | Path, *,
-                 force: bool = False) -> Exported:
+def export_parts(read: Callable[[str | Path], Sequence[tuple[Run, str]]], path: str | Path,
+                 *, force: bool = False) -> Exported:
     """A parquet dataset whose partitions the readers write (on a Dask cluster, each worker
-    the runs it reads): ``read(parts)`` reads the runs, the points of the i-th written to
-    ``load.part_of(parts, i)``, into a folder beside ``path`` (a prefix beside it in a
-    bucket), which the workers must reach; here they are only moved into place, as
-    :func:`export` places its own (in a bucket, a copy inside the store)."""
-    from .load import part_of
-
+    the runs it reads): ``read(parts)`` reads the runs and gives each with the file in
+    ``parts`` that holds its points; ``parts`` is a folder beside ``path`` (a prefix beside
+    it in a bucket), which the workers must reach. Here the files are only moved into place
+    once, as :func:`export` places its own (in a bucket, a copy inside the store)."""
     if not parts_written_there(path, None):
         raise UsageError(f"{path}: the workers write the partitions of a parquet dataset; "
                          "export to a folder (no suffix, or .parquet)")
@@ -367,9 +365,9 @@ def export_parts(read: Callable[[str | Path], Sequence[Run]], path: str | Path, 
     if url is not None:
         def staged(prefix: str) -> list[tuple[str, str]]:
             runs = read(f"{prefix}/parts")
-            _check_names([run.name for run in runs], "parquet")
-            return [(str(part_of(f"{prefix}/parts", i)),
-                     f"{_folder(run.name, 'parquet')}/part-0.parquet") for i, run in enumerate(runs)]
+            _check_names([run.name for run, _ in runs], "parquet")
+            return [(part, f"{_folder(run.name, 'parquet')}/part-0.parquet")
+                    for run, part in runs]
 
         names = publish(url, staged, force=force)
         return Exported(path=Path(path), format="parquet", files=[Path(name) for name in names],
@@ -382,13 +380,13 @@ def export_parts(read: Callable[[str | Path], Sequence[Run]], path: str | Path, 
         parts = staged.parent / "parts"
         parts.mkdir()
         runs = read(parts)
-        _check_names([run.name for run in runs], "parquet")
-        _check_destination(target, "parquet", force=force, runs=runs)
+        _check_names([run.name for run, _ in runs], "parquet")
+        _check_destination(target, "parquet", force=force, runs=[run for run, _ in runs])
         files = []
-        for position, run in enumerate(runs):
+        for run, part in runs:
             files.append(staged / _folder(run.name, "parquet") / "part-0.parquet")
             files[-1].parent.mkdir(parents=True)
-            os.replace(part_of(parts, position), files[-1])
+            os.replace(part, files[-1])
             counted.append(pl.scan_parquet(files[-1]).select(pl.len()).collect().item())
         return files
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -20,7 +19,7 @@ from .errors import InputError, MissingInfoError, NoLogsFoundError, RuncompareEr
 from .legs import leg_numbers, resolve_legs
 from .model import Fact, Finding, Findings, Leg, RawLog, Run
 from .parallel import run_all, workers_for
-from .remote import localize, move, origin, remote_url
+from .remote import localize, origin, remote_url
 from .resolve import SIDECAR, merge_facts, parse_settings, read_sidecar, resolve_batch, user_fact
 from .sources import REGISTRY, Format, detect, unreadable
 from .sources.config import config_facts, config_hparams, merge_hparams
@@ -45,7 +44,7 @@ def load(path: str | Path, *, name: str | None = None, source: str | None = None
     return _load_runs([path], given_by="load()", source=source, settings=settings,
                       duplicates=duplicates, cache=cache, progress=progress, config=config,
                       pattern=pattern, workers=1, scheduler=None, facts=facts,
-                      expand_roots=False)[0]
+                      expand_roots=False)[0][0]
 
 
 def load_many(paths: Iterable[str | Path], *, source: str | None = None,
@@ -69,18 +68,21 @@ def load_many(paths: Iterable[str | Path], *, source: str | None = None,
     for them keeps its work under ``if __name__ == "__main__":``. ``scheduler`` (a Dask
     scheduler's address) reads them on that cluster instead, with the same result.
     """
-    return _load_runs(paths, given_by="load_many()", source=source, settings=settings,
-                      duplicates=duplicates, cache=cache, progress=progress, config=config,
-                      pattern=pattern, workers=workers, scheduler=scheduler, facts=facts)
+    return [run for run, _ in _load_runs(
+        paths, given_by="load_many()", source=source, settings=settings, duplicates=duplicates,
+        cache=cache, progress=progress, config=config, pattern=pattern, workers=workers,
+        scheduler=scheduler, facts=facts)]
 
 
-def load_parts(paths: Iterable[str | Path], parts: str | Path, **options: Any) -> list[Run]:
+def load_parts(paths: Iterable[str | Path], parts: str | Path,
+               **options: Any) -> list[tuple[Run, str]]:
     """:func:`load_many` (``options``: every keyword of it but the facts, as the command line
-    gives them) with each run's points written to ``parts`` by whoever reads the run (a
-    worker, on a Dask cluster) and left out of the run: the i-th run's are in
-    :func:`part_of` ``(parts, i)``. An export's partitions, written where they are read;
-    ``parts`` may be a URL (a prefix in a bucket)."""
-    return _load_runs(paths, given_by="load_many()", facts={}, parts=parts, **options)
+    gives them) with each run's points written to a file in ``parts`` by whoever reads the
+    run (a worker, on a Dask cluster) and left out of the run: each run, and where its points
+    are. An export's partitions, written where they are read; ``parts`` may be a URL (a
+    prefix in a bucket)."""
+    return [(run, str(part)) for run, part in
+            _load_runs(paths, given_by="load_many()", facts={}, parts=parts, **options)]
 
 
 def _load_runs(paths: Iterable[str | Path], *, given_by: str, source: str | None,
@@ -88,11 +90,13 @@ def _load_runs(paths: Iterable[str | Path], *, given_by: str, source: str | None
                progress: Callable[[int, int, str], None] | None,
                config: str | Path | None, pattern: str | None, workers: int | None,
                scheduler: str | None, facts: Mapping[str, Any],
-               expand_roots: bool = True, parts: str | Path | None = None) -> list[Run]:
-    """:func:`load_many`; ``given_by`` is the source of the facts given as keywords;
+               expand_roots: bool = True, parts: str | Path | None = None
+               ) -> list[tuple[Run, str | None]]:
+    """:func:`load_many`, each run with where its points were written (None without
+    ``parts``); ``given_by`` is the source of the facts given as keywords;
     ``expand_roots=False`` reads each path as one run (:func:`load`). With ``parts`` (a
-    folder the workers see), each run's points are written there by whoever reads it, as
-    ``<index>.parquet`` (:func:`part_of`), and the run comes back without them."""
+    folder the workers see, or a prefix in a bucket), each run's points are written there by
+    whoever reads it, as ``<index>.parquet``, and the run comes back without them."""
     if pattern is not None and source not in (None, "text"):
         raise UsageError(f"--pattern reads with the text source, not {source!r}")
     per_run = parse_settings(settings)
@@ -127,21 +131,7 @@ def _load_runs(paths: Iterable[str | Path], *, given_by: str, source: str | None
                          f"are {', '.join(names)}")
     runs = _remote([_final(task, read, name, skipped)
                     for (task, read), name in zip(staged, names)], mirrors)
-    if parts is not None:
-        pairs = [(str(task.part), str(part_of(parts, position)))
-                 for position, (task, _) in enumerate(staged)]
-        if remote_url(parts) is None:
-            for source, target in pairs:
-                os.replace(source, target)
-        else:
-            move(pairs)
-    return runs
-
-
-def part_of(parts: str | Path, position: int) -> str | Path:
-    """Where the points of the run at ``position`` of what :func:`_load_runs` returns with
-    ``parts`` are."""
-    return _within(parts, f"run-{position:06d}.parquet")
+    return [(run, task.part) for run, (task, _) in zip(runs, staged)]
 
 
 def _within(parts: str | Path, name: str) -> str | Path:
