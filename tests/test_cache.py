@@ -266,9 +266,7 @@ def test_a_cache_folder_removed_between_reads_is_made_again(tmp_path):
     shutil.rmtree(cache_dir())
     again = rc.load(DATA / "hf_tokens")
     assert again.scalars.equals(run.scalars)
-    names = [p.name for p in cache_dir().iterdir()]
-    assert sorted(n.rsplit(".", 1)[1] for n in names if n.startswith("built-")) == [
-        "arrow", "json"]  # the whole run
+    assert len(_packs()) == 1  # the whole run
 
 
 def test_parsed_sources_are_kept_beside_the_built_run_only_for_large_runs(tmp_path,
@@ -282,13 +280,91 @@ def test_parsed_sources_are_kept_beside_the_built_run_only_for_large_runs(tmp_pa
     size = sum(f.stat().st_size for f in run.rglob("*") if f.is_file())
     assert size < cache.SOURCES_FROM
     rc.load(run)
-    assert {p.name.split("-")[0] for p in cache_dir().iterdir()} == {"built"}
+    assert [p.name for p in cache_dir().iterdir()] == ["built"] and len(_packs()) == 1
     shutil.rmtree(cache_dir())
     monkeypatch.setattr(importlib.import_module("runcompare.load"), "SOURCES_FROM", 1)
     first = rc.load(run)
     kinds = sorted(p.name.split("-")[0] for p in cache_dir().iterdir())
-    assert kinds.count("built") == 2 and len(kinds) > 2  # the run, and its parsed sources
+    assert kinds.count("built") == 1 and len(kinds) > 1  # the run, and its parsed sources
     hf = REGISTRY["hf-trainer"]
     monkeypatch.setitem(hf.__dict__, "read", lambda *a, **k: pytest.fail("parsed again"))
     again = rc.load(run, duplicates="keep-first")  # built again, from the parsed sources
     assert again.scalars.equals(first.scalars)
+
+
+def _packs() -> list[Path]:
+    return sorted(cache_dir().glob("built/*/*.pack"))
+
+
+@pytest.fixture
+def counted_builds(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the runs built (not taken whole from the cache) from here on."""
+    module = importlib.import_module("runcompare.load")
+    real, builds = module._build, []
+
+    def build(path, name, *args, **kwargs):
+        builds.append(path.name)
+        return real(path, name, *args, **kwargs)
+
+    monkeypatch.setattr(module, "_build", build)
+    return builds
+
+
+@pytest.fixture
+def sweep(tmp_path: Path) -> Path:
+    folder = tmp_path / "sweep"
+    shutil.copytree(DATA / "hf_seeds", folder)
+    return folder
+
+
+def test_a_sweep_is_kept_in_one_pack_and_only_a_changed_run_is_built_again(sweep,
+                                                                          counted_builds):
+    first = rc.load_many([sweep])
+    names = sorted(p.name for p in sweep.iterdir() if p.is_dir())
+    assert sorted(counted_builds) == names and len(first) == len(names) > 2
+    assert len(_packs()) == 1  # one file for the whole sweep
+    assert [r.to_json() for r in rc.load_many([sweep])] == [r.to_json() for r in first]
+    assert len(counted_builds) == len(names) and len(_packs()) == 1  # nothing built or kept
+    state = sweep / names[0] / "trainer_state.json"
+    state.write_text(state.read_text().replace('"loss": ', '"loss": 1'))
+    again = rc.load_many([sweep])
+    assert counted_builds[len(names):] == [names[0]] and len(_packs()) == 2
+    assert again[0].scalars.filter(metric="train/loss").get_column("value").min() >= 1
+    assert [r.to_json() for r in again[1:]] == [r.to_json() for r in first[1:]]
+    rc.load_many([sweep])
+    rc.load(sweep / names[1])  # one run alone: the sweep's pack has it (its key differs)
+    assert counted_builds[len(names) + 1:] == [names[1]]
+
+
+def test_packs_are_merged_once_there_are_enough(sweep, counted_builds):
+    from runcompare.cache import PACKS
+
+    names = sorted(p.name for p in sweep.iterdir() if p.is_dir())
+    rc.load_many([sweep])
+    for _ in range(PACKS - 2):  # a run changes before each read: one more pack each time
+        (sweep / names[0] / "trainer_state.json").touch()
+        rc.load_many([sweep])
+    assert len(_packs()) == PACKS - 1
+    (sweep / names[1] / "trainer_state.json").touch()
+    rc.load_many([sweep])
+    assert len(_packs()) == 1  # the eighth took in the seven before it
+    built = len(counted_builds)
+    assert len(rc.load_many([sweep])) == len(names) and len(counted_builds) == built
+
+
+def test_a_damaged_pack_is_not_taken_for_a_whole_one(sweep, counted_builds):
+    names = sorted(p.name for p in sweep.iterdir() if p.is_dir())
+    first = rc.load_many([sweep])
+    (pack,) = _packs()
+    data = bytearray(pack.read_bytes())
+    data[-100] ^= 0xFF  # in the last run's points
+    pack.write_bytes(bytes(data))
+    again = rc.load_many([sweep])
+    assert counted_builds[len(names):] == [names[-1]]  # only its run is built again
+    assert [r.to_json() for r in again] == [r.to_json() for r in first]
+    assert again[-1].scalars.equals(first[-1].scalars)
+    for pack in _packs():
+        pack.write_bytes(pack.read_bytes().replace(b'"points": ', b'"points": 1', 1))
+    rc.load_many([sweep])  # an index edited: its digest no longer matches, every run again
+    assert len(counted_builds) == 2 * len(names) + 1
+

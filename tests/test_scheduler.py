@@ -37,6 +37,17 @@ def test_a_cluster_reads_what_local_processes_read(cluster, sweep):
         assert b.scalars.equals(a.scalars) and b.to_json() == a.to_json()
 
 
+def test_a_cluster_read_keeps_no_whole_runs_here(cluster, sweep, tmp_path, monkeypatch):
+    """A worker's cache is its own machine's: the runs a cluster reads are not kept here."""
+    from runcompare.cache import cache_dir
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    rc.load_many(sweep, scheduler=cluster)
+    assert not list(cache_dir().glob("built/*/*.pack"))
+    rc.load_many(sweep[:1])  # read here: kept
+    assert len(list(cache_dir().glob("built/*/*.pack"))) == 1
+
+
 def test_compare_with_scheduler_prints_the_same_json(cluster, sweep, cli):
     local = cli.json(*sweep, "--no-report")
     remote = cli.json(*sweep, "--no-report", "--scheduler", cluster)

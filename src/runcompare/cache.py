@@ -1,15 +1,26 @@
 """Parsed runs, and whole runs as built, cached as Arrow IPC, so reading unchanged logs again
 skips parsing them, and building them again with the same settings.
 
-Where: ``$XDG_CACHE_HOME/runcompare`` (``~/.cache/runcompare`` when unset), two files per
-entry: ``<key>.arrow`` (the points as a zstd-compressed Arrow IPC stream: smaller than
-parquet for these frames, and written and read in a fifth of its time) and ``<key>.json``
-(everything else of the :class:`~runcompare.model.RawLog` or :class:`~runcompare.model.Run`,
-and the listing it was read from), written in that order, each atomically, so a half-written
-entry is never taken for a whole one. The ``.json`` file's first line is the SHA-256 of the
-rest of it and of the points file's bytes: an entry that was edited, damaged or mixed with
-another is treated as missing, as is one whose content does not have the types runcompare
-writes.
+Where: ``$XDG_CACHE_HOME/runcompare`` (``~/.cache/runcompare`` when unset).
+
+A parsed source is two files: ``<key>.arrow`` (the points as a zstd-compressed Arrow IPC
+stream: smaller than parquet for these frames, and written and read in a fifth of its time)
+and ``<key>.json`` (everything else of the :class:`~runcompare.model.RawLog`, and the listing
+it was read from), written in that order, each atomically, so a half-written entry is never
+taken for a whole one. The ``.json`` file's first line is the SHA-256 of the rest of it and
+of the points file's bytes: an entry that was edited, damaged or mixed with another is
+treated as missing, as is one whose content does not have the types runcompare writes.
+
+Whole runs are kept in packs, one folder of packs for each folder that holds run roots
+(``built/<hash>/``): a read writes the runs it built afresh as one new pack (a sweep of 400
+runs: one file, not 800; creating a file costs as much as writing 100 kB), and once a folder
+has :data:`PACKS` packs the new one takes in the others. A pack starts with the SHA-256 of its
+index, the index (each run's metadata, the listing it was built from among them, and where its
+points' stream is, with that stream's SHA-256), then the streams; a pack whose index is not
+whole holds nothing, and a run whose stream is not as written is missing. The main process
+reads a folder's pack indexes once and writes its new pack; the workers check each run's
+files and read its stream. On a Dask cluster whole runs are not kept (a worker's cache is
+its own machine's); the parsed sources of large runs are, in each worker's cache.
 
 A parsed source's key: the source name, the path's absolute form, the runcompare version,
 the hints given to the source (facts the user stated that change what is read), and the
@@ -37,8 +48,9 @@ import io
 import json
 import os
 import tempfile
+import time
 from collections.abc import Mapping
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -49,15 +61,18 @@ from . import sources
 from .model import RAW_SCHEMA, SCALAR_SCHEMA, BatchConfig, Fact, Finding, Findings, Leg, RawLog, Run
 from .sources import Format
 
-__all__ = ["SOURCES_FROM", "cache_dir", "files_listing", "read_built", "read_cached",
-           "store_built"]
+__all__ = ["PACKS", "SOURCES_FROM", "Stored", "built_entry", "built_key", "cache_dir",
+           "files_listing", "keep_built", "points_stream", "read_built", "read_cached",
+           "stored_runs"]
 
 #: Bump when the layout of an entry changes.
-_FORMAT = 5
+_FORMAT = 6
 #: The loader keeps a run's parsed sources beside the run as built only when its files hold
 #: this many bytes: a smaller run parses about as fast as its entry reads back (a 0.5 MB
 #: event file: 2.8 ms against 1 ms), and writing the entry cost a sweep 1.4 ms a run.
 SOURCES_FROM = 4 << 20
+#: A folder's packs of whole runs are merged into one when a read would make this many.
+PACKS = 8
 
 
 def read_cached(fmt: Format, path: Path, *, enabled: bool = True,
@@ -136,17 +151,56 @@ def _code_stamp(whole: bool = False) -> tuple[str, ...]:
 
 # -- whole runs ------------------------------------------------------------------------------
 
-def read_built(key: str, listing: list[list[Any]],
-               path: Path) -> tuple[Run, Any, bytes] | None:
-    """The run built from the same inputs (``key``: everything a build is given, as a
-    string) and files (``listing``, see :func:`files_listing`), with the ``extra`` stored
-    beside it and its points as the stored IPC stream (a worker sends them on as they are);
-    ``path`` is the run's path as given this time."""
-    found = _read_entry(cache_dir() / _built_key(key), listing, SCALAR_SCHEMA)
-    if found is None:
-        return None
-    meta, scalars, points = found
+@dataclass(frozen=True)
+class Stored:
+    """A whole run kept in a pack: the pack file, where its points' stream is in it, the
+    stream's SHA-256, and the rest of the run (plain JSON, the listing it was built from
+    too)."""
+
+    pack: str
+    offset: int
+    length: int
+    digest: str
+    meta: dict[str, Any]
+
+
+def built_key(key: str) -> str:
+    """A whole run's key in its pack, from everything its build is given (``key``)."""
+    parts = [str(_FORMAT), _version(), key, *_code_stamp(whole=True)]
+    return hashlib.sha256(chr(0).join(parts).encode()).hexdigest()[:32]
+
+
+def stored_runs(folder: Path) -> dict[str, Stored]:
+    """The whole runs kept for run roots in ``folder`` (resolved), by :func:`built_key`: the
+    newest pack's entry of a key; a pack that cannot be read, or is not whole, holds none."""
+    found: dict[str, Stored] = {}
     try:
+        packs = sorted(_pack_folder(folder).glob("*.pack"))
+    except OSError:
+        return found
+    for pack in packs:
+        found.update(_index(pack))
+    return found
+
+
+def read_built(stored: Stored | None, listing: list[list[Any]],
+               path: Path) -> tuple[Run, Any, bytes] | None:
+    """The run ``stored`` holds when it was built from the same files (``listing``, see
+    :func:`files_listing`) and its points are as written, with the ``extra`` stored beside it
+    and its points as the stored IPC stream (a worker sends them on as they are); ``path`` is
+    the run's path as given this time."""
+    if stored is None or stored.meta.get("listing") != listing:
+        return None
+    meta = stored.meta
+    try:
+        with open(stored.pack, "rb") as file:
+            file.seek(stored.offset)
+            points = file.read(stored.length)
+        if hashlib.sha256(points).hexdigest() != stored.digest:
+            return None
+        scalars = pl.read_ipc_stream(io.BytesIO(points))
+        if scalars.height != meta["points"] or dict(scalars.schema) != SCALAR_SCHEMA:
+            return None
         batch = BatchConfig(**_fact_map(meta["batch"]),
                             ramp=tuple((int(a), int(b)) for a, b in meta["ramp"]))
         run = Run(name=meta["name"], path=path, format=meta["source"], sources=meta["sources"],
@@ -156,17 +210,19 @@ def read_built(key: str, listing: list[list[Any]],
                   aliases=dict(meta["aliases"]), axis_sources=dict(meta["axis_sources"]),
                   legs=tuple(Leg(*leg) for leg in meta["legs"]),
                   hparams=_fact_map(meta["hparams"]))
-    except (ValueError, KeyError, TypeError, AttributeError):  # not the types written
+    except (OSError, ValueError, KeyError, TypeError, AttributeError,
+            pl.exceptions.PolarsError):  # gone, unreadable, or not the types written
         return None
     return run, meta["extra"], points
 
 
-def store_built(key: str, listing: list[list[Any]], run: Run, extra: Any) -> bytes | None:
-    """Keep ``run`` (and ``extra``, plain JSON) for :func:`read_built`; returns its points as
-    the IPC stream written (None when the cache cannot be written, which is no error)."""
+def built_entry(listing: list[list[Any]], run: Run, extra: Any) -> tuple[bytes, bytes] | None:
+    """What :func:`keep_built` keeps of ``run`` built from the files of ``listing`` (and
+    ``extra``, plain JSON): its metadata as JSON and its points as a zstd IPC stream; None when
+    they cannot be written (no error: the run is not kept)."""
     batch = {f.name: getattr(run.batch, f.name) for f in fields(BatchConfig) if f.name != "ramp"}
     try:
-        return _write_entry(cache_dir() / _built_key(key), {
+        meta = json.dumps({
             "listing": listing, "points": run.scalars.height, "extra": extra,
             "name": run.name, "source": run.format, "sources": run.sources,
             "step_unit": run.step_unit, "batch": _facts(batch),
@@ -176,9 +232,32 @@ def store_built(key: str, listing: list[list[Any]], run: Run, extra: Any) -> byt
             "legs": [[leg.leg, leg.first_step, leg.last_step, leg.wall_start, leg.wall_end]
                      for leg in run.legs],
             "hparams": _facts(run.hparams),
-        }, run.scalars)
-    except (OSError, TypeError, ValueError, pl.exceptions.PolarsError):
+        }).encode("utf-8")
+        return meta, points_stream(run.scalars)
+    except (TypeError, ValueError, pl.exceptions.PolarsError):
         return None
+
+
+def keep_built(folder: Path, entries: Mapping[str, tuple[bytes, bytes]]) -> None:
+    """Keep whole runs whose roots are in ``folder`` (resolved): ``entries`` by
+    :func:`built_key`, each as :func:`built_entry` made it, in one new pack. Once the folder
+    has :data:`PACKS` packs, the new one takes in every entry of the others (the newest of
+    each key) and they are removed. A cache that cannot be written is no error."""
+    if not entries:
+        return
+    try:
+        where = _pack_folder(folder)
+        packs = sorted(where.glob("*.pack"))
+        kept: dict[str, tuple[bytes, bytes]] = {}
+        merged = len(packs) + 1 >= PACKS
+        for pack in packs if merged else ():
+            kept.update(_entries(pack))
+        kept.update(entries)
+        _write_pack(where / f"{time.time_ns():020d}-{os.getpid()}.pack", kept)
+        for pack in packs if merged else ():
+            pack.unlink(missing_ok=True)
+    except OSError:
+        pass
 
 
 def files_listing(files: list[Path], maybe: list[Path]) -> list[list[Any]]:
@@ -188,9 +267,66 @@ def files_listing(files: list[Path], maybe: list[Path]) -> list[list[Any]]:
                               for m in maybe]
 
 
-def _built_key(key: str) -> str:
-    parts = [str(_FORMAT), _version(), key, *_code_stamp(whole=True)]
-    return f"built-{hashlib.sha256(chr(0).join(parts).encode()).hexdigest()[:32]}"
+def _pack_folder(folder: Path) -> Path:
+    """Where the packs of runs in ``folder`` go: one folder per folder of runs, runcompare
+    version and code."""
+    parts = [str(_FORMAT), _version(), str(folder), *_code_stamp(whole=True)]
+    return cache_dir() / "built" / hashlib.sha256(chr(0).join(parts).encode()).hexdigest()[:32]
+
+
+def _index(pack: Path) -> dict[str, Stored]:
+    """A pack's entries, by key; none when its index is not whole and as written.
+
+    A pack: the SHA-256 of its index (hex) and a newline, the index (JSON, one line: the
+    format, and each entry's metadata and where its points' stream is after the index) and a
+    newline, then the streams."""
+    try:
+        with open(pack, "rb") as file:
+            digest = file.readline()[:-1]
+            body = file.readline()
+            start = file.tell()
+        if digest.decode("ascii") != hashlib.sha256(body).hexdigest():
+            return {}
+        index = json.loads(body)
+        if index["format"] != _FORMAT:
+            return {}
+        return {key: Stored(str(pack), start + entry["offset"], entry["length"],
+                            entry["digest"], entry["meta"])
+                for key, entry in index["entries"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
+def _entries(pack: Path) -> dict[str, tuple[bytes, bytes]]:
+    """A pack's whole entries as :func:`keep_built` takes them (to merge packs)."""
+    out = {}
+    for key, stored in _index(pack).items():
+        try:
+            with open(pack, "rb") as file:
+                file.seek(stored.offset)
+                points = file.read(stored.length)
+        except OSError:
+            continue
+        if hashlib.sha256(points).hexdigest() == stored.digest:
+            out[key] = (json.dumps(stored.meta).encode("utf-8"), points)
+    return out
+
+
+def _write_pack(target: Path, entries: Mapping[str, tuple[bytes, bytes]]) -> None:
+    index, offset = [], 0
+    for key, (meta, points) in entries.items():
+        index.append(b'%s:{"offset":%d,"length":%d,"digest":"%s","meta":%s}' % (
+            json.dumps(key).encode(), offset, len(points),
+            hashlib.sha256(points).hexdigest().encode(), meta))
+        offset += len(points)
+    body = b'{"format":%d,"entries":{%s}}\n' % (_FORMAT, b",".join(index))
+
+    def write(file: Any) -> None:
+        file.write(hashlib.sha256(body).hexdigest().encode("ascii") + b"\n" + body)
+        for _, points in entries.values():
+            file.write(points)
+
+    _placed(target, write)
 
 
 # -- reading an entry ----------------------------------------------------------------------
@@ -270,19 +406,30 @@ def _write_entry(entry: Path, meta: dict[str, Any], points: pl.DataFrame) -> byt
     """Write an entry: its points, then its metadata with the digest of both (so a
     half-written entry is never taken for a whole one); returns the points' stream."""
     body = json.dumps({"format": _FORMAT, **meta}).encode("utf-8")  # first: a value JSON
-    buffer = io.BytesIO()                                            # cannot hold stops here
-    points.write_ipc_stream(buffer, compression="zstd")
-    data = buffer.getvalue()
-    _made(entry.parent)
-    try:
-        _atomic(entry.with_suffix(".arrow"), lambda f: f.write(data))
-    except FileNotFoundError:  # the cache folder was removed meanwhile
-        _MADE.discard(entry.parent)
-        _made(entry.parent)
-        _atomic(entry.with_suffix(".arrow"), lambda f: f.write(data))
+    data = points_stream(points)                                     # cannot hold stops here
+    _placed(entry.with_suffix(".arrow"), lambda f: f.write(data))
     _atomic(entry.with_suffix(".json"),
             lambda f: f.write(_digest(body, data).encode("ascii") + b"\n" + body))
     return data
+
+
+def points_stream(points: pl.DataFrame) -> bytes:
+    """``points`` as a zstd-compressed Arrow IPC stream (smaller than parquet for these frames,
+    and written and read in a fifth of its time)."""
+    buffer = io.BytesIO()
+    points.write_ipc_stream(buffer, compression="zstd")
+    return buffer.getvalue()
+
+
+def _placed(target: Path, write: Any) -> None:
+    """:func:`_atomic` in a folder made if it is not there (also when it was removed since)."""
+    _made(target.parent)
+    try:
+        _atomic(target, write)
+    except FileNotFoundError:  # the cache folder was removed meanwhile
+        _MADE.discard(target.parent)
+        _made(target.parent)
+        _atomic(target, write)
 
 
 def _made(folder: Path) -> None:

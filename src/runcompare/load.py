@@ -14,7 +14,18 @@ import numpy as np
 import polars as pl
 
 from .axes import axis_sources, normalize
-from .cache import SOURCES_FROM, files_listing, read_built, read_cached, store_built
+from .cache import (
+    SOURCES_FROM,
+    Stored,
+    built_entry,
+    built_key,
+    files_listing,
+    keep_built,
+    points_stream,
+    read_built,
+    read_cached,
+    stored_runs,
+)
 from .errors import InputError, MissingInfoError, NoLogsFoundError, RuncompareError, UsageError
 from .legs import leg_numbers, resolve_legs
 from .model import Fact, Finding, Findings, Leg, RawLog, Run
@@ -116,10 +127,13 @@ def _load_runs(paths: Iterable[str | Path], *, given_by: str, source: str | None
                    source, pattern, cache, duplicates, stated, settings_of, len(roots) == 1,
                    None if parts is None else str(_within(parts, f"{index:06d}.parquet")))
              for index, ((root, name, from_source), unique) in enumerate(zip(roots, shown))]
+    if scheduler is None:
+        tasks = _with_stored(tasks)
     done = run_all(_stage, tasks, workers=workers_for(len(tasks), workers), scheduler=scheduler,
                    progress=None if progress is None else lambda n: progress(
                        n, len(tasks), tasks[min(n, len(tasks) - 1)].unique))
     staged = [(task, read) for task, read in zip(tasks, done) if not isinstance(read, Finding)]
+    _keep(staged)
     skipped = [read for read in done if isinstance(read, Finding)]
     if not staged:
         raise InputError("no run could be read: " + "; ".join(f.message for f in skipped))
@@ -175,6 +189,11 @@ class _Task:
     #: Where the worker writes the run's points as a parquet file (an export's partition
     #: before it is named), sending back the run without them; None: the run comes back whole.
     part: str | None = None
+    #: The whole run's key in the cache (None: it is not looked up or kept), the folder whose
+    #: packs keep it (its root's, resolved), and what they keep for it.
+    key: str | None = None
+    kept_in: Path | None = None
+    stored: Stored | None = None
 
 
 @dataclass
@@ -188,28 +207,26 @@ class _Read:
     run: Run | None
     error: RuncompareError | None
     split: int
-    #: The run's points as the zstd IPC stream the cache wrote or read (None: not made).
+    #: The run's points as the zstd IPC stream the cache will keep or read (None: not made).
     stream: bytes | None = None
+    #: The run's metadata for the cache to keep with ``stream`` (None: it is not kept).
+    fresh: bytes | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         """Sent from a worker with the points as a zstd-compressed Arrow IPC stream (the
-        cache's, when it wrote or read one): a twentieth of the bytes of a pickled frame,
+        cache's, when it keeps or read one): a twentieth of the bytes of a pickled frame,
         written and read in about half a millisecond."""
         state = dict(self.__dict__)
         state.pop("stream")
         if self.run is not None:
-            points = self.stream
-            if points is None:
-                buffer = io.BytesIO()
-                self.run.scalars.write_ipc_stream(buffer, compression="zstd")
-                points = buffer.getvalue()
             state["run"] = replace(self.run, scalars=pl.DataFrame())
-            state["points"] = points
+            state["points"] = points_stream(self.run.scalars) if self.stream is None \
+                else self.stream
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         points = state.pop("points", None)
-        self.__dict__.update(state, stream=None)
+        self.__dict__.update(state, stream=points if state.get("fresh") else None)
         if points is not None and self.run is not None:
             self.run.scalars = pl.read_ipc_stream(io.BytesIO(points))
 
@@ -221,8 +238,8 @@ def _stage(task: _Task) -> _Read | Finding:
     formats = _formats(task)
     if isinstance(formats, Finding):
         return formats
-    listing = _listing(task, formats) if task.cache else None
-    found = None if listing is None else read_built(_task_key(task), listing, task.root)
+    listing = _listing(task, formats) if task.key is not None else None
+    found = None if listing is None else read_built(task.stored, listing, task.root)
     if found is not None:
         run, (base, split), stream = found
         done = _Read(base, run.name, run, None, split, stream)
@@ -235,8 +252,9 @@ def _stage(task: _Task) -> _Read | Finding:
             _chosen(raws).name if task.from_source else None)
         done = _built(task, named or task.name, named or task.unique, raws, findings)
         if listing is not None and done.run is not None and _listing(task, formats) == listing:
-            done.stream = store_built(_task_key(task), listing, done.run,
-                                      [done.base, done.split])
+            kept = built_entry(listing, done.run, [done.base, done.split])
+            if kept is not None:
+                done.fresh, done.stream = kept
     if task.part is not None and done.run is not None:
         _write_part(task, done.run)
         done.stream = None  # the points left the run
@@ -279,6 +297,34 @@ def _listing(task: _Task, formats: Mapping[str, Format]) -> list[list[Any]] | No
                 ["passed-over", unreadable(task.root)]]
     except OSError:
         return None
+
+
+def _with_stored(tasks: list[_Task]) -> list[_Task]:
+    """The tasks read with the cache, each with its whole run's key, the folder whose packs
+    keep it and what they keep for it (each folder's packs are read once)."""
+    found: dict[Path, dict[str, Stored]] = {}
+    out = []
+    for task in tasks:
+        if task.cache:
+            folder = task.root.resolve().parent
+            if folder not in found:
+                found[folder] = stored_runs(folder)
+            key = built_key(_task_key(task))
+            task = replace(task, key=key, kept_in=folder, stored=found[folder].get(key))
+        out.append(task)
+    return out
+
+
+def _keep(staged: list[tuple[_Task, _Read]]) -> None:
+    """The runs built afresh kept in the cache: one new pack for each folder of them."""
+    packs: dict[Path, dict[str, tuple[bytes, bytes]]] = {}
+    for task, read in staged:
+        if read.fresh is not None and read.stream is not None:
+            assert task.key is not None and task.kept_in is not None
+            packs.setdefault(task.kept_in, {})[task.key] = (read.fresh, read.stream)
+            read.fresh = read.stream = None
+    for folder, entries in packs.items():
+        keep_built(folder, entries)
 
 
 def _task_key(task: _Task) -> str:
