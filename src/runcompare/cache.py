@@ -79,7 +79,8 @@ def read_cached(fmt: Format, path: Path, *, enabled: bool = True,
                 hints: Mapping[str, object] | None = None, store_from: int = 0) -> RawLog:
     """``fmt.read_at(path, hints=hints)``, from the cache when ``enabled`` and the files are
     unchanged (the hints are part of the key: they can change what is read). A fresh read is
-    kept when its files hold at least ``store_from`` bytes (see :data:`SOURCES_FROM`)."""
+    kept when its files hold at least ``store_from`` bytes (see :data:`SOURCES_FROM`); fewer
+    are read without looking for an entry (none is kept of them)."""
     hints = dict(hints or {})
     if not enabled:
         return fmt.read_at(path, hints=hints)
@@ -87,15 +88,13 @@ def read_cached(fmt: Format, path: Path, *, enabled: bool = True,
         listing = _listing(fmt.files_at(path))
     except OSError:
         return fmt.read_at(path, hints=hints)
-    if not listing:
-        return fmt.read_at(path, hints=hints)
+    if not listing or sum(size for _, size, *_ in listing) < store_from:
+        return fmt.read_at(path, hints=hints)  # none is kept: none to look for
     entry = cache_dir() / _key(fmt.name, path, hints)
     cached = _load(entry, listing, path)
     if cached is not None:
         return cached
     raw = fmt.read_at(path, hints=hints)
-    if sum(size for _, size, *_ in listing) < store_from:
-        return raw
     try:
         if _listing(fmt.files_at(path)) == listing:  # unchanged while it was read
             _store(entry, listing, path, raw)
