@@ -15,11 +15,11 @@ Whole runs are kept in packs, one folder of packs for each folder that holds run
 (``built/<hash>/``): a read writes the runs it built afresh as one new pack (a sweep of 400
 runs: one file, not 800; creating a file costs as much as writing 100 kB), and once a folder
 has :data:`PACKS` packs the new one takes in the others. A pack starts with the SHA-256 of its
-index, the index (each run's metadata, the listing it was built from among them, and where its
-points' stream is, with that stream's SHA-256), then the streams; a pack whose index is not
-whole holds nothing, and a run whose stream is not as written is missing. The main process
-reads a folder's pack indexes once and writes its new pack; the workers check each run's
-files and read its stream. On a Dask cluster whole runs are not kept (a worker's cache is
+index, the index (where each run's entry is, and the entry's SHA-256), then the entries: each
+run's metadata (the listing it was built from among them) and its points' stream. A pack
+whose index is not whole holds nothing, and a run whose entry is not as written is missing.
+The main process reads a folder's pack indexes once and writes its new pack; the workers read
+their run's entry and check its files. On a Dask cluster whole runs are not kept (a worker's cache is
 its own machine's); the parsed sources of large runs are, in each worker's cache.
 
 A parsed source's key: the source name, the path's absolute form, the runcompare version,
@@ -152,15 +152,15 @@ def _code_stamp(whole: bool = False) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Stored:
-    """A whole run kept in a pack: the pack file, where its points' stream is in it, the
-    stream's SHA-256, and the rest of the run (plain JSON, the listing it was built from
-    too)."""
+    """Where a whole run is kept: its pack file, where its entry starts there, the lengths of
+    its metadata (JSON: the listing it was built from, and all of the run but its points) and
+    of its points' stream, which follows, and the SHA-256 of both."""
 
     pack: str
     offset: int
-    length: int
+    meta: int
+    points: int
     digest: str
-    meta: dict[str, Any]
 
 
 def built_key(key: str) -> str:
@@ -188,14 +188,13 @@ def read_built(stored: Stored | None, listing: list[list[Any]],
     :func:`files_listing`) and its points are as written, with the ``extra`` stored beside it
     and its points as the stored IPC stream (a worker sends them on as they are); ``path`` is
     the run's path as given this time."""
-    if stored is None or stored.meta.get("listing") != listing:
+    entry = None if stored is None else _entry(stored)
+    if entry is None:
         return None
-    meta = stored.meta
+    data, points = entry
     try:
-        with open(stored.pack, "rb") as file:
-            file.seek(stored.offset)
-            points = file.read(stored.length)
-        if hashlib.sha256(points).hexdigest() != stored.digest:
+        meta = json.loads(data)
+        if meta["listing"] != listing:
             return None
         scalars = pl.read_ipc_stream(io.BytesIO(points))
         if scalars.height != meta["points"] or dict(scalars.schema) != SCALAR_SCHEMA:
@@ -274,11 +273,12 @@ def _pack_folder(folder: Path) -> Path:
 
 
 def _index(pack: Path) -> dict[str, Stored]:
-    """A pack's entries, by key; none when its index is not whole and as written.
+    """Where a pack's entries are, by key; none when its index is not whole and as written.
 
     A pack: the SHA-256 of its index (hex) and a newline, the index (JSON, one line: the
-    format, and each entry's metadata and where its points' stream is after the index) and a
-    newline, then the streams."""
+    format, and where each entry is after the index) and a newline, then the entries, each
+    its metadata (JSON) and its points' stream. The index is small (a sweep's folder of 10,000
+    runs: about a megabyte), so a look at one run of it reads little."""
     try:
         with open(pack, "rb") as file:
             digest = file.readline()[:-1]
@@ -289,40 +289,42 @@ def _index(pack: Path) -> dict[str, Stored]:
         index = json.loads(body)
         if index["format"] != _FORMAT:
             return {}
-        return {key: Stored(str(pack), start + entry["offset"], entry["length"],
-                            entry["digest"], entry["meta"])
-                for key, entry in index["entries"].items()}
+        return {key: Stored(str(pack), start + offset, meta, points, digest)
+                for key, (offset, meta, points, digest) in index["entries"].items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return {}
 
 
+def _entry(stored: Stored) -> tuple[bytes, bytes] | None:
+    """A kept run's metadata and points' stream, as written (None: not whole, or gone)."""
+    try:
+        with open(stored.pack, "rb") as file:
+            file.seek(stored.offset)
+            data = file.read(stored.meta + stored.points)
+    except OSError:
+        return None
+    if hashlib.sha256(data).hexdigest() != stored.digest:
+        return None
+    return data[:stored.meta], data[stored.meta:]
+
+
 def _entries(pack: Path) -> dict[str, tuple[bytes, bytes]]:
     """A pack's whole entries as :func:`keep_built` takes them (to merge packs)."""
-    out = {}
-    for key, stored in _index(pack).items():
-        try:
-            with open(pack, "rb") as file:
-                file.seek(stored.offset)
-                points = file.read(stored.length)
-        except OSError:
-            continue
-        if hashlib.sha256(points).hexdigest() == stored.digest:
-            out[key] = (json.dumps(stored.meta).encode("utf-8"), points)
-    return out
+    found = ((key, _entry(stored)) for key, stored in _index(pack).items())
+    return {key: entry for key, entry in found if entry is not None}
 
 
 def _write_pack(target: Path, entries: Mapping[str, tuple[bytes, bytes]]) -> None:
-    index, offset = [], 0
+    index, offset = {}, 0
     for key, (meta, points) in entries.items():
-        index.append(b'%s:{"offset":%d,"length":%d,"digest":"%s","meta":%s}' % (
-            json.dumps(key).encode(), offset, len(points),
-            hashlib.sha256(points).hexdigest().encode(), meta))
-        offset += len(points)
-    body = b'{"format":%d,"entries":{%s}}\n' % (_FORMAT, b",".join(index))
+        index[key] = [offset, len(meta), len(points), hashlib.sha256(meta + points).hexdigest()]
+        offset += len(meta) + len(points)
+    body = json.dumps({"format": _FORMAT, "entries": index}).encode("ascii") + b"\n"
 
     def write(file: Any) -> None:
         file.write(hashlib.sha256(body).hexdigest().encode("ascii") + b"\n" + body)
-        for _, points in entries.values():
+        for meta, points in entries.values():
+            file.write(meta)
             file.write(points)
 
     _placed(target, write)
