@@ -368,3 +368,18 @@ def test_a_damaged_pack_is_not_taken_for_a_whole_one(sweep, counted_builds):
     rc.load_many([sweep])  # an index edited: its digest no longer matches, every run again
     assert len(counted_builds) == 2 * len(names) + 1
 
+
+
+def test_two_reads_at_once_both_keep_their_runs(sweep, counted_builds, tmp_path):
+    """Two processes reading the same sweep at once (two terminals): each writes its pack, and
+    a third read builds nothing."""
+    import subprocess
+    import sys
+
+    script = f"import runcompare; runcompare.load_many([{str(sweep)!r}], workers=1)"
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    both = [subprocess.Popen([sys.executable, "-c", script], env=env) for _ in range(2)]
+    assert [process.wait(timeout=120) for process in both] == [0, 0]
+    assert len(_packs()) in (1, 2)  # 1: one read found the other's pack
+    runs = rc.load_many([sweep])
+    assert not counted_builds and len(runs) == 6
