@@ -91,6 +91,19 @@ def test_top_of_all_runs_or_more_is_the_plain_comparison():
     assert not [f for f in chosen.finding_list if f.code == "top-runs"]
 
 
+@pytest.mark.parametrize("options", [{}, {"x": "step", "metrics": ["eval/*"]},
+                                     {"x": "tokens", "smooth": "5%", "target": 3.0}])
+def test_top_ranks_by_the_verdict_the_comparison_gives(options):
+    """``--top`` ranks by the verdict alone (``rank``), without aligning every run's curves:
+    the same verdict, to the last number, as the whole comparison's."""
+    from runcompare.analysis.compare import rank
+
+    runs = rc.load_many([SEEDS])
+    alone, whole = rank(runs, **options), rc.compare(runs, **options).verdict
+    assert alone.to_dict() == whole.to_dict() and alone.run_values == whole.run_values
+    assert len(alone.run_values) == 6
+
+
 def test_top_zero_is_a_usage_error(cli):
     result = cli(SEEDS, "--top", "0", "--no-report")
     assert result.exit_code == 2 and result.stderr == "error: --top 0: give a number of runs ≥ 1\n"

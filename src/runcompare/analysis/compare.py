@@ -26,7 +26,7 @@ from .verdict import Verdict, decide
 if TYPE_CHECKING:
     import plotly.graph_objects as go
 
-__all__ = ["Comparison", "compare"]
+__all__ = ["Comparison", "compare", "rank"]
 
 _JSON_SUMMARY = ("run", "metric", "kind", "final", "best", "at_common_budget", "target",
                  "x_to_target", "speedup", "elapsed_to_target", "elapsed_speedup", "curve")
@@ -133,44 +133,84 @@ def compare(runs: Sequence[Run], *, x: str | None = None, metrics: Sequence[str]
     the worst final value; ``groups`` maps a group name to run names (default: runs identical
     but for the seed).
     """
-    runs = list(runs)
-    proposed = propose_axis(runs)
-    axis = x or proposed
-    for run in runs:
-        require_axis(run, axis)
-    kept = {m for run in runs for m in run.metrics}
-    named = [m for m in metrics or () if not is_glob(m, kept)]
-    if metrics:
-        metrics = expand_metrics(runs, metrics)
-        check_metrics(runs, metrics)
-    chosen = list(metrics) if metrics else shared_metrics(runs)
-    if not chosen and len(runs) > 1:
-        logged = "; ".join(f"{run.name}: {', '.join(run.metrics[:8]) or 'none'}"
-                           + (" ..." if len(run.metrics) > 8 else "") for run in runs)
-        raise InputError(f"the runs share no metric to compare ({logged}); compare runs that "
-                         "log the same metric, or name one each has with --metric")
-    main = (named[0] if named and chosen[0] == named[0] else _leading(runs, chosen)) \
-        if metrics else main_metric(runs)
-    kinds = metric_kinds(_points(runs, chosen), named=named + [main or ""])
-    curves = _ordered([m for m in chosen if kinds[m] != TOTAL], main, kinds)
-    given = smooth if isinstance(smooth, Smoothing) else parse_smoothing(smooth)
+    plan = _Plan.of(runs, x, metrics, smooth, groups)
+    runs, axis = plan.runs, plan.axis
     span = _x_range(runs, axis)
-    smoothing = given.resolved(span) if given is not None else None
+    smoothing = plan.smoothing.resolved(span) if plan.smoothing is not None else None
     curve = smoothing or Smoothing("x", 0.0, _DEFAULT_HALF_LIFE).resolved(span or 1.0)
-    aligned = align(runs, x=axis, metrics=curves, smoothing=smoothing)
-    grouping = {k: list(v) for k, v in groups.items()} if groups else auto_groups(runs)
-    own = [f for run in runs for f in run.findings]
-    findings = (axis_fallback(runs, proposed) if x is None else []) + audit(runs, x=axis) + own
-    summary = summarize(runs, x=axis, metrics=curves, target=target, main=main, kinds=kinds,
-                        curve=curve)
-    verdict = decide(runs, x=axis, metric=main, target=target, groups=grouping,
-                     smoothing=given, findings=own)
-    return Comparison(runs=runs, x=axis, metrics=curves, main=main, summary=summary,
-                      aligned=aligned, throughput=throughput(runs), groups=grouping,
-                      bands=aggregate(aligned, grouping), smoothing=smoothing,
-                      proposed_axis=proposed, finding_list=findings, verdict=verdict,
-                      totals=totals(runs, [m for m in chosen if kinds[m] == TOTAL]),
-                      kinds=kinds, curve=curve, differs=differences(runs))
+    aligned = align(runs, x=axis, metrics=plan.curves, smoothing=smoothing)
+    findings = (axis_fallback(runs, plan.proposed) if x is None else []) + audit(runs, x=axis) \
+        + plan.own
+    summary = summarize(runs, x=axis, metrics=plan.curves, target=target, main=plan.main,
+                        kinds=plan.kinds, curve=curve)
+    return Comparison(runs=runs, x=axis, metrics=plan.curves, main=plan.main, summary=summary,
+                      aligned=aligned, throughput=throughput(runs), groups=plan.groups,
+                      bands=aggregate(aligned, plan.groups), smoothing=smoothing,
+                      proposed_axis=plan.proposed, finding_list=findings,
+                      verdict=plan.verdict(target),
+                      totals=totals(runs, [m for m in plan.chosen if plan.kinds[m] == TOTAL]),
+                      kinds=plan.kinds, curve=curve, differs=differences(runs))
+
+
+def rank(runs: Sequence[Run], *, x: str | None = None, metrics: Sequence[str] | None = None,
+         smooth: str | float | Smoothing | None = None, target: float | None = None,
+         groups: Mapping[str, Sequence[str]] | None = None) -> Verdict:
+    """The verdict :func:`compare` gives for these arguments, and nothing else of the
+    comparison (no curves aligned, no summary: what ``--top`` ranks a sweep by, in an eighth
+    of the time)."""
+    return _Plan.of(runs, x, metrics, smooth, groups).verdict(target)
+
+
+@dataclass
+class _Plan:
+    """What a comparison of ``runs`` compares: the axis (and the one the audit proposed), the
+    metrics chosen and raced (``curves``), the main one, each one's kind, the smoothing asked
+    for, the seed groups and the runs' own findings."""
+
+    runs: list[Run]
+    axis: str
+    proposed: str
+    chosen: list[str]
+    curves: list[str]
+    main: str | None
+    kinds: dict[str, str]
+    smoothing: Smoothing | None
+    groups: dict[str, list[str]]
+    own: list[Finding]
+
+    @classmethod
+    def of(cls, runs: Sequence[Run], x: str | None, metrics: Sequence[str] | None,
+           smooth: str | float | Smoothing | None,
+           groups: Mapping[str, Sequence[str]] | None) -> _Plan:
+        runs = list(runs)
+        proposed = propose_axis(runs)
+        axis = x or proposed
+        for run in runs:
+            require_axis(run, axis)
+        kept = {m for run in runs for m in run.metrics}
+        named = [m for m in metrics or () if not is_glob(m, kept)]
+        if metrics:
+            metrics = expand_metrics(runs, metrics)
+            check_metrics(runs, metrics)
+        chosen = list(metrics) if metrics else shared_metrics(runs)
+        if not chosen and len(runs) > 1:
+            logged = "; ".join(f"{run.name}: {', '.join(run.metrics[:8]) or 'none'}"
+                               + (" ..." if len(run.metrics) > 8 else "") for run in runs)
+            raise InputError(f"the runs share no metric to compare ({logged}); compare runs "
+                             "that log the same metric, or name one each has with --metric")
+        main = (named[0] if named and chosen[0] == named[0] else _leading(runs, chosen)) \
+            if metrics else main_metric(runs)
+        kinds = metric_kinds(_points(runs, chosen), named=named + [main or ""])
+        return cls(runs=runs, axis=axis, proposed=proposed, chosen=chosen,
+                   curves=_ordered([m for m in chosen if kinds[m] != TOTAL], main, kinds),
+                   main=main, kinds=kinds,
+                   smoothing=smooth if isinstance(smooth, Smoothing) else parse_smoothing(smooth),
+                   groups={k: list(v) for k, v in groups.items()} if groups else auto_groups(runs),
+                   own=[f for run in runs for f in run.findings])
+
+    def verdict(self, target: float | None) -> Verdict:
+        return decide(self.runs, x=self.axis, metric=self.main, target=target,
+                      groups=self.groups, smoothing=self.smoothing, findings=self.own)
 
 
 def _leading(runs: Sequence[Run], chosen: Sequence[str]) -> str:

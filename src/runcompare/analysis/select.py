@@ -83,24 +83,23 @@ def choose(runs: Sequence[Run], *, patterns: Sequence[str] = (), top: int | None
            **options: Any) -> Any:
     """The :class:`~.compare.Comparison` of the runs ``patterns`` and ``top`` choose (see the
     module docstring); ``options`` go to :func:`~.compare.compare`."""
-    from .compare import compare
+    from .compare import compare, rank
 
     if top is None:
         return compare(select_runs(runs, patterns) if patterns else runs, **options)
     if top < 1:
         raise UsageError(f"--top {top}: give a number of runs ≥ 1")
     named = select_runs(runs, patterns) if patterns else []
-    every = compare(runs, **options)
-    verdict = every.verdict
-    if verdict is None or not verdict.run_values:
+    verdict = rank(runs, **options)  # the verdict alone: a sweep's curves are not aligned
+    if not verdict.run_values:
         raise UsageError("--top needs a verdict to rank the runs by, and there is none "
-                         f"({every}); pick runs with --runs instead")
+                         f"({verdict}); pick runs with --runs instead")
     best = list(verdict.run_values)[:top]
     keep = set(best) | {run.name for run in named}
     chosen = [run for run in runs if run.name in keep]
-    if len(chosen) == len(runs):
-        return every
     comparison = compare(chosen, **options)
+    if len(chosen) == len(runs):
+        return comparison
     comparison.finding_list.append(_left_out(runs, best, named, verdict, top))
     return comparison
 
