@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +42,8 @@ class Comparison:
     ``verdict``: the answer (:class:`~.verdict.Verdict`); ``summary``: one row per run and
     curve metric (races for quality metrics only); ``totals``: end-of-run values per run;
     ``aligned``: every curve metric of every run on a common grid (value and smoothed, n per
-    x); ``bands``: seed-group mean/std/min/max per x; ``throughput``: one row per run;
+    x); ``bands``: seed-group mean/std/min/max per x (both worked out when first asked for:
+    the report draws them, the terminal and ``--json`` do not); ``throughput``: one row per run;
     ``findings``: the audit and every run's findings; ``kinds``: each metric's kind
     (quality, diagnostic, total); ``curve``: the smoothing of the drawn curves and of the
     training metrics' crossings; ``differs``: the hyperparameters whose values differ
@@ -53,10 +55,8 @@ class Comparison:
     metrics: list[str]
     main: str | None
     summary: pl.DataFrame
-    aligned: pl.DataFrame
     throughput: pl.DataFrame
     groups: dict[str, list[str]] = field(default_factory=dict)
-    bands: pl.DataFrame = field(default_factory=pl.DataFrame)
     smoothing: Smoothing | None = None
     proposed_axis: str = "step"
     finding_list: list[Finding] = field(default_factory=list)
@@ -68,6 +68,16 @@ class Comparison:
 
     def __str__(self) -> str:
         return self.verdict.text if self.verdict is not None else ""
+
+    @cached_property
+    def aligned(self) -> pl.DataFrame:
+        """Every curve metric of every run on a common grid (:func:`~.align.align`)."""
+        return align(self.runs, x=self.x, metrics=self.metrics, smoothing=self.smoothing)
+
+    @cached_property
+    def bands(self) -> pl.DataFrame:
+        """The seed groups' mean, std, min and max per x (:func:`~.align.aggregate`)."""
+        return aggregate(self.aligned, self.groups)
 
     def __repr__(self) -> str:
         """One line: the runs, the axis, the call on the main metric, the sizes."""
@@ -138,14 +148,12 @@ def compare(runs: Sequence[Run], *, x: str | None = None, metrics: Sequence[str]
     span = _x_range(runs, axis)
     smoothing = plan.smoothing.resolved(span) if plan.smoothing is not None else None
     curve = smoothing or Smoothing("x", 0.0, _DEFAULT_HALF_LIFE).resolved(span or 1.0)
-    aligned = align(runs, x=axis, metrics=plan.curves, smoothing=smoothing)
     findings = (axis_fallback(runs, plan.proposed) if x is None else []) + audit(runs, x=axis) \
         + plan.own
     summary = summarize(runs, x=axis, metrics=plan.curves, target=target, main=plan.main,
                         kinds=plan.kinds, curve=curve)
     return Comparison(runs=runs, x=axis, metrics=plan.curves, main=plan.main, summary=summary,
-                      aligned=aligned, throughput=throughput(runs), groups=plan.groups,
-                      bands=aggregate(aligned, plan.groups), smoothing=smoothing,
+                      throughput=throughput(runs), groups=plan.groups, smoothing=smoothing,
                       proposed_axis=plan.proposed, finding_list=findings,
                       verdict=plan.verdict(target),
                       totals=totals(runs, [m for m in plan.chosen if plan.kinds[m] == TOTAL]),
