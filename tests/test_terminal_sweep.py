@@ -77,3 +77,25 @@ def test_what_differs_in_a_sweep_has_runs_down_and_the_keys_that_fit():
     assert hidden > 0 and f"{hidden} more keys than fit at this width" in table
     wide = _printed(comparison, 400)
     assert "more keys than fit" not in wide and re.search(r"┃ optim +┃", wide)
+
+
+def test_a_sweeps_diagnostics_have_a_row_per_run_and_a_column_per_metric(sweep):
+    """Past four runs a row per run (not per run and metric: 200 rows, not 1,000), each
+    diagnostic that fits a column of its value at the common budget."""
+    from runcompare.display import fmt
+
+    text = _printed(sweep, 160)
+    table = text[text.index("Schedules and diagnostics"):]
+    table = table[:table.index("└")]
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^│ (lr_\d{3}) +│(.*)│$", table, re.M)}
+    assert len(rows) == 200
+    summary = sweep.summary.filter(kind="diagnostic")
+    metrics = summary.get_column("metric").unique(maintain_order=True).to_list()
+    assert len(metrics) >= 4 and "train/grad_norm" in metrics
+    for run in ("lr_000", "lr_001", "lr_199"):
+        cells = [c.strip() for c in rows[run].split("│")]
+        shown = summary.filter(run=run)
+        expected = [fmt(shown.filter(metric=m).get_column("at_common_budget")[0])
+                    for m in metrics]
+        assert cells == expected[:len(cells)] and len(cells) >= 4
+    assert "each at the common budget" in text

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
@@ -102,14 +102,8 @@ def _batch_rows(runs: Sequence[Run], width: int) -> Table:
     names = [run.name for run in runs]
     columns = {label: [fmt(get(run).value) for run in runs]
                for label, (_, get) in zip(_SHORT, _LEVELS) if label is not None}
-    shown = _fitting([_widest(names)], list(columns.items()), width)
     table = Table(title=f"Batch hierarchy ({len(runs)} runs)", title_justify="left")
-    table.add_column("run", overflow="fold")
-    for label in shown:
-        table.add_column(label, justify="right", no_wrap=True)
-    for i, name in enumerate(names):
-        table.add_row(terminal_text(name), *(columns[label][i] for label in shown))
-    rest = [label for label in columns if label not in shown]
+    rest = _runs_down(table, names, list(columns.items()), width)
     table.caption = terminal_text(
         (f"not shown at this width: {', '.join(rest)}; " if rest else "")
         + "per-device batch = micro × accum; `runcompare inspect RUN` has every level with "
@@ -181,13 +175,8 @@ def differs_table(comparison: Comparison, *, width: int = 100) -> Table | None:
         cells = {d.key: [_value(d.facts[n]) for n in names] for d in differs.keys}
         order = [d.key for d in differs.settings()] + [k for k in cells if k not in
                                                         {d.key for d in differs.settings()}]
-        shown = _fitting([_widest(names)], [(key, cells[key]) for key in order], width)
-        table.add_column("run", overflow="fold")
-        for key in shown:
-            table.add_column(terminal_text(key), overflow="fold")
-        for i, name in enumerate(names):
-            table.add_row(terminal_text(name), *(cells[key][i] for key in shown))
-        rest = [key for key in order if key not in shown]
+        rest = _runs_down(table, names, [(key, cells[key]) for key in order], width,
+                          justify="left")
         if rest:
             notes.insert(0, f"{len(rest)} more keys than fit at this width "
                             f"({listing(rest, limit=3)}): the report and --json have them all")
@@ -198,6 +187,22 @@ def differs_table(comparison: Comparison, *, width: int = 100) -> Table | None:
 
 def _value(fact: Fact[object] | None) -> str:
     return _short(None if fact is None else fact.value)
+
+
+def _runs_down(table: Table, names: Sequence[str],
+               columns: Sequence[tuple[str, Sequence[str]]], width: int, *,
+               justify: JustifyMethod = "right") -> list[str]:
+    """``table`` (a sweep's: past :data:`_ACROSS` runs) with a row per run of ``names`` and as
+    many of ``columns`` (header, a cell per run) across as fit in ``width``; the headers of
+    the columns that do not fit, for the caption to name."""
+    shown = _fitting([_widest(names)], columns, width)
+    cells = dict(columns)
+    table.add_column("run", overflow="fold")
+    for header in shown:
+        table.add_column(terminal_text(header), justify=justify, overflow="fold")
+    for i, name in enumerate(names):
+        table.add_row(terminal_text(name), *(cells[header][i] for header in shown))
+    return [header for header, _ in columns if header not in shown]
 
 
 def _widest(texts: Sequence[str], cap: int = 30) -> int:
@@ -250,9 +255,9 @@ def print_comparison(comparison: Comparison, console: Console,
     for metric in comparison.metrics:
         if comparison.kinds.get(metric) == QUALITY:
             console.print(summary_table(comparison, metric))
-    diagnostics = diagnostics_table(comparison)
+    diagnostics = diagnostics_table(comparison, width=console.width)
     if diagnostics is not None:
-        console.print(diagnostics)
+        _print_table(console, diagnostics)
     totals = totals_table(comparison, width=console.width)
     if totals is not None:
         _print_table(console, totals)
@@ -290,18 +295,33 @@ def summary_table(comparison: Comparison, metric: str) -> Table:
     return table
 
 
-def diagnostics_table(comparison: Comparison) -> Table | None:
-    """Schedules and diagnostics (no races): the final value and the value at the budget."""
+def diagnostics_table(comparison: Comparison, *, width: int = 100) -> Table | None:
+    """Schedules and diagnostics (no races): the final value and the value at the budget of
+    each metric and run; past :data:`_ACROSS` runs, runs down and the value at the budget of
+    as many metrics across as fit in ``width`` (the caption names the rest)."""
     rows = comparison.summary.filter(kind="diagnostic")
     if rows.is_empty():
         return None
     table = Table(title=f"Schedules and diagnostics on {comparison.x} (not raced)",
                   title_justify="left")
-    for column in ("metric", "run", "final", "at common budget"):
-        table.add_column(column, justify="left" if column in ("metric", "run") else "right")
-    for row in rows.iter_rows(named=True):
-        table.add_row(terminal_text(row["metric"]), terminal_text(row["run"]), fmt(row["final"]),
-                      fmt(row["at_common_budget"]))
+    names = [run.name for run in comparison.runs]
+    if len(names) <= _ACROSS:
+        for column in ("metric", "run", "final", "at common budget"):
+            table.add_column(column, justify="left" if column in ("metric", "run") else "right")
+        for row in rows.iter_rows(named=True):
+            table.add_row(terminal_text(row["metric"]), terminal_text(row["run"]),
+                          fmt(row["final"]), fmt(row["at_common_budget"]))
+        return table
+    values = {(r, m): v for r, m, v in rows.select("run", "metric", "at_common_budget")
+              .iter_rows()}
+    metrics = rows.get_column("metric").unique(maintain_order=True).to_list()
+    rest = _runs_down(table, names, [(m, [fmt(values.get((n, m))) for n in names])
+                                     for m in metrics], width)
+    more = (f"; {len(rest)} more metrics than fit at this width ({listing(rest, limit=3)})"
+            if rest else "")
+    table.caption = terminal_text(f"each at the common budget{more}: the report and --json "
+                                  "have the final values too")
+    table.caption_justify = "left"
     return table
 
 
@@ -331,14 +351,8 @@ def totals_table(comparison: Comparison, *, width: int = 100) -> Table | None:
         for metric in metrics:
             table.add_row(terminal_text(metric), *(fmt(values.get((n, metric))) for n in names))
         return table
-    cells = {m: [fmt(values.get((n, m))) for n in names] for m in metrics}
-    shown = _fitting([_widest(names)], list(cells.items()), width)
-    table.add_column("run", overflow="fold")
-    for metric in shown:
-        table.add_column(terminal_text(metric), justify="right", overflow="fold")
-    for i, name in enumerate(names):
-        table.add_row(terminal_text(name), *(cells[m][i] for m in shown))
-    rest = [m for m in metrics if m not in shown]
+    rest = _runs_down(table, names, [(m, [fmt(values.get((n, m))) for n in names])
+                                     for m in metrics], width)
     if rest:
         table.caption = terminal_text(f"{len(rest)} more metrics than fit at this width "
                                       f"({listing(rest, limit=3)}): the report and --json have "
