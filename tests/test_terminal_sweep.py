@@ -1,5 +1,5 @@
 """The terminal at sweep scale (issue 18, item 6): past four runs the hierarchy (and the
-end-of-run totals, and what differs) print runs as rows, findings are grouped by code with
+end-of-run totals, the diagnostics, and what differs) print runs as rows, findings are grouped by code with
 counts, and no line is wider than the terminal. On the generated 200-run sweep
 (tests/sweep.py: real trainer_state.json layout) and on real HF runs."""
 
