@@ -27,8 +27,8 @@ from .crossing import at_position, crossing, value_at
 from .kinds import QUALITY, TOTAL, is_eval
 from .smooth import Smoothing, smooth_expr
 
-__all__ = ["fair_axis", "higher_is_better", "main_metric", "metric_series", "shared_metrics",
-           "summarize", "throughput", "totals"]
+__all__ = ["fair_axis", "higher_is_better", "main_metric", "metric_series", "ordered_points",
+           "shared_metrics", "summarize", "throughput", "totals"]
 
 SUMMARY_SCHEMA = {"run": pl.String, "metric": pl.String, "kind": pl.String, "final": pl.Float64,
                   "best": pl.Float64, "at_common_budget": pl.Float64, "x_to_target": pl.Float64,
@@ -122,23 +122,29 @@ def metric_series(run: Run, metric: str, x: str,
                   smoothing: Smoothing | None = None) -> pl.DataFrame | None:
     """One run's points of ``metric`` sorted by ``x``: x, value, smoothed (``value`` when
     ``smoothing`` is None), elapsed, flops, device_hours; None when the run never logged it."""
-    points = run.points_of(metric)
-    if points.is_empty():
+    if run.points_of(metric).is_empty():
         return None
-    if points.get_column(x).null_count():
-        points = points.filter(pl.col(x).is_not_null())
-    # points in step order are seldom out of x order; the sort puts NaN last, and is eager
-    # (a lazy sort of a few thousand rows takes five times as long)
+    points = ordered_points(run, metric, x)
     xs = points.get_column(x).cast(pl.Float64)
-    ordered = xs.to_numpy()
-    if not (ordered[1:] >= ordered[:-1]).all():
-        points = points.sort(x, maintain_order=True)
-        xs = points.get_column(x).cast(pl.Float64)
     if smoothing is None:  # made of the columns: no query for polars to plan (0.2 ms a run)
         return pl.DataFrame([xs.alias("x"), *(points.get_column(c) for c in _SERIES),
                              points.get_column("value").alias("smoothed")])
     return points.select(pl.col(x).cast(pl.Float64).alias("x"), *_SERIES,
                          smooth_expr(smoothing, x=x).alias("smoothed"))
+
+
+def ordered_points(run: Run, metric: str, x: str) -> pl.DataFrame:
+    """A run's points of ``metric`` whose ``x`` is known, in ``x`` order (points at the same x
+    keep the order they were logged in)."""
+    points = run.points_of(metric)
+    if points.get_column(x).null_count():
+        points = points.filter(pl.col(x).is_not_null())
+    # points in step order are seldom out of x order; the sort puts NaN last, and is eager
+    # (a lazy sort of a few thousand rows takes five times as long)
+    xs = points.get_column(x).cast(pl.Float64).to_numpy()
+    if not (xs[1:] >= xs[:-1]).all():
+        points = points.sort(x, maintain_order=True)
+    return points
 
 
 #: A metric series' columns besides x and smoothed, as in the run's points.

@@ -27,6 +27,7 @@ import polars as pl
 from ..analysis import Comparison
 from ..analysis.align import series
 from ..analysis.smooth import Smoothing
+from ..analysis.summary import ordered_points
 from ..model import Run
 
 __all__ = ["AXIS_LABELS", "FEW_POINTS", "MAX_POINTS", "MIN_POINTS", "PALETTE", "TOTAL_POINTS", "Numbers", "axis_values",
@@ -233,17 +234,14 @@ def chart(comparison: Comparison, metric: str, smoothing: Smoothing,
 
 def _trace(run: Run, metric: str, x: str, smoothing: Smoothing,
            limit: int) -> dict[str, Any] | None:
-    points = (run.scalars.filter(pl.col("metric") == metric, pl.col(x).is_not_null())
-              .sort(x, maintain_order=True))
+    points = ordered_points(run, metric, x)
     if points.is_empty():
         return None
     smoothed = series(run, metric, x, smoothing).get_column("smoothed").to_numpy()
     values = points.get_column("value").to_numpy()
     keep = downsample(values, limit)
-    nulls = points.select(pl.col(list(AXIS_LABELS)).null_count()).row(0, named=True)
-    present = [axis for axis in AXIS_LABELS if nulls[axis] < points.height]
-    matrix = points.select(pl.col(present).cast(pl.Float64)).to_numpy()
-    columns = {axis: matrix[:, i].copy() for i, axis in enumerate(present)}
+    columns = {axis: points.get_column(axis).cast(pl.Float64).to_numpy()  # nulls as NaN
+               for axis in AXIS_LABELS if points.get_column(axis).null_count() < points.height}
     derived = _derived(columns, points.height)
     origin = {}
     if "wall_time" in columns:
