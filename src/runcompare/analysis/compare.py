@@ -76,8 +76,9 @@ class Comparison:
 
     @cached_property
     def bands(self) -> pl.DataFrame:
-        """The seed groups' mean, std, min and max per x (:func:`~.align.aggregate`)."""
-        return aggregate(self.aligned, self.groups)
+        """The seed groups' mean, std, min and max per x (:func:`~.align.aggregate`); without
+        groups, none (and no curves aligned for them)."""
+        return aggregate(self.aligned if self.groups else pl.DataFrame(), self.groups)
 
     def __repr__(self) -> str:
         """One line: the runs, the axis, the call on the main metric, the sizes."""
