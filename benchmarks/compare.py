@@ -1,4 +1,4 @@
-"""Time compare(): 20 runs × 100,000 points each aligned, smoothed and summarised.
+"""Time compare(): 20 runs × 100,000 points each smoothed and summarised, then aligned.
 
     python benchmarks/compare.py [--runs 20] [--points 100000]
 
@@ -19,9 +19,12 @@ def main() -> None:
     args, runs = runs_from_arguments(__doc__.splitlines()[0])
     start = time.perf_counter()
     result = rc.compare(runs, x="tokens", smooth="5%")
+    compared = time.perf_counter() - start
+    rows = result.aligned.height  # aligned when first asked for: the report asks, not --json
     seconds = time.perf_counter() - start
-    print(f"{args.runs} runs × {args.points:,} points: aligned {result.aligned.height:,} rows, "
-          f"smoothed and summarised in {seconds:.2f} s (goal < 2 s)")
+    print(f"{args.runs} runs × {args.points:,} points: smoothed and summarised in "
+          f"{compared:.2f} s (what the terminal and --json pay); with the curves aligned "
+          f"({rows:,} rows, for the report) {seconds:.2f} s (goal < 2 s)")
 
 
 if __name__ == "__main__":
