@@ -183,9 +183,11 @@ def throughput(runs: Sequence[Run]) -> pl.DataFrame:
             tokens_rate = samples_rate * seq_len
         world = run.batch.world_size.value
         per_device = tokens_rate / world if tokens_rate is not None and world else None
-        mfu = (run.scalars.filter(pl.col("metric").str.contains("mfu"),
-                                  pl.col("value").is_finite(), pl.col("value") >= 0)
-               .get_column("value").mean())
+        logged_mfu = [run.points_of(m).get_column("value") for m in run.metrics if "mfu" in m]
+        mfu = None
+        if logged_mfu:
+            values = pl.concat(logged_mfu)
+            mfu = values.filter(values.is_finite() & (values >= 0)).mean()
         rows.append((run.name, samples_rate, tokens_rate, per_device, mfu))
     return pl.DataFrame(rows, orient="row", schema={
         "run": pl.String, "samples_per_s": pl.Float64, "tokens_per_s": pl.Float64,
@@ -194,12 +196,14 @@ def throughput(runs: Sequence[Run]) -> pl.DataFrame:
 
 def _rate(run: Run, axis: str) -> float | None:
     """Units of ``axis`` per second between the first and the last point with both known."""
-    timed = run.scalars.filter(pl.col("elapsed").is_not_null(), pl.col(axis).is_not_null())
-    if timed.height < 2:
+    elapsed, counted = run.scalars.get_column("elapsed"), run.scalars.get_column(axis)
+    if elapsed.null_count() == elapsed.len() or counted.null_count() == counted.len():
+        return None  # a run without wall times (trainer_state.json): no frame to filter
+    timed = elapsed.is_not_null() & counted.is_not_null()
+    elapsed, counted = elapsed.filter(timed), counted.filter(timed)
+    if elapsed.len() < 2:
         return None
-    ends = timed.select(pl.col(axis).min().alias("a0"), pl.col(axis).max().alias("a1"),
-                        pl.col("elapsed").min().alias("t0"), pl.col("elapsed").max().alias("t1"))
-    a0, a1, t0, t1 = ends.row(0)
+    a0, a1, t0, t1 = counted.min(), counted.max(), elapsed.min(), elapsed.max()
     return (a1 - a0) / (t1 - t0) if t1 > t0 and a1 > a0 else None
 
 
