@@ -153,16 +153,16 @@ _SERIES = ("value", "elapsed", "flops", "device_hours")
 
 def totals(runs: Sequence[Run], metrics: Sequence[str]) -> pl.DataFrame:
     """End-of-run values: per run and metric, the last value logged and its step."""
-    frames = [run.scalars.filter(pl.col("metric").is_in(list(metrics)))
-              .sort("step", maintain_order=True).group_by("metric", maintain_order=True)
-              .agg(pl.col("value").last(), pl.col("step").last())
-              .select(pl.lit(run.name).alias("run"), "metric", "value", "step")
-              for run in runs]
-    order = {metric: i for i, metric in enumerate(metrics)}
-    out = pl.concat(frames) if frames else pl.DataFrame(schema=TOTALS_SCHEMA)
-    return (out.cast(TOTALS_SCHEMA)
-            .sort(pl.col("metric").replace_strict(order, return_dtype=pl.UInt32),
-                  maintain_order=True))
+    rows = []
+    for metric in dict.fromkeys(metrics):
+        for run in runs:
+            points = run.points_of(metric)
+            if points.is_empty():
+                continue
+            steps = points.get_column("step").to_numpy()
+            last = steps.size - 1 - int(np.argmax(steps[::-1]))  # the last point of the last step
+            rows.append((run.name, metric, points.get_column("value")[last], int(steps[last])))
+    return pl.DataFrame(rows, schema=TOTALS_SCHEMA, orient="row")
 
 
 def throughput(runs: Sequence[Run]) -> pl.DataFrame:
