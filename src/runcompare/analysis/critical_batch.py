@@ -152,7 +152,8 @@ def critical_batch(runs: Sequence[Run], *, metric: str | None = None,
         raise InputError("the runs share no metric; name one each logged with --metric")
     check_metrics(runs, [metric])
     higher = higher_is_better(metric)
-    series = {run.name: _series(run, metric, _smoothing(runs, metric)) for run in runs}
+    smoothing = _smoothing(runs, metric)  # once: it looks at every run
+    series = {run.name: _series(run, metric, smoothing) for run in runs}
     batches = {run.name: _global_batch(run) for run in runs}
     goal = target if target is not None else _reached_by_all(series.values(), higher)
     findings = _differences(runs) + _ramps(runs)
@@ -181,7 +182,7 @@ def _smoothing(runs: Sequence[Run], metric: str) -> Smoothing | None:
 
 def _series(run: Run, metric: str, smoothing: Smoothing | None) -> pl.DataFrame:
     """step, samples and the (smoothed) value of ``metric``, sorted by step."""
-    frame = (run.scalars.filter(pl.col("metric") == metric, pl.col("samples").is_not_null())
+    frame = (run.points_of(metric).filter(pl.col("samples").is_not_null())
              .sort("step", maintain_order=True)
              .select(pl.col("step").cast(pl.Float64), pl.col("samples").cast(pl.Float64),
                      "value"))
