@@ -312,9 +312,7 @@ def counted_builds(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 @pytest.fixture
 def sweep(tmp_path: Path) -> Path:
-    folder = tmp_path / "sweep"
-    shutil.copytree(DATA / "hf_seeds", folder)
-    return folder
+    return Path(shutil.copytree(DATA / "hf_seeds", tmp_path / "sweep"))
 
 
 def test_a_sweep_is_kept_in_one_pack_and_only_a_changed_run_is_built_again(sweep,
