@@ -19,8 +19,8 @@ index, the index (where each run's entry is, and the entry's SHA-256), then the 
 run's metadata (the listing it was built from among them) and its points' stream. A pack
 whose index is not whole holds nothing, and a run whose entry is not as written is missing.
 The main process reads a folder's pack indexes once and writes its new pack; the workers read
-their run's entry and check its files. On a Dask cluster whole runs are not kept (a worker's cache is
-its own machine's); the parsed sources of large runs are, in each worker's cache.
+their run's entry and check its files. On a Dask cluster whole runs are not kept (a worker's
+cache is its own machine's); the parsed sources of large runs are, in each worker's cache.
 
 A parsed source's key: the source name, the path's absolute form, the runcompare version,
 the hints given to the source (facts the user stated that change what is read), and the
@@ -164,9 +164,9 @@ class Stored:
 
 
 def built_key(key: str) -> str:
-    """A whole run's key in its pack, from everything its build is given (``key``)."""
-    parts = [str(_FORMAT), _version(), key, *_code_stamp(whole=True)]
-    return hashlib.sha256(chr(0).join(parts).encode()).hexdigest()[:32]
+    """A whole run's key in its pack, from everything its build is given (``key``; the pack's
+    folder is already one of this runcompare version and code)."""
+    return hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
 def stored_runs(folder: Path) -> dict[str, Stored]:
@@ -333,21 +333,8 @@ def _write_pack(target: Path, entries: Mapping[str, tuple[bytes, bytes]]) -> Non
 # -- reading an entry ----------------------------------------------------------------------
 
 def _load(entry: Path, listing: list[list[Any]], path: Path) -> RawLog | None:
-    """The cached RawLog when the entry is whole, as written and made from the same files."""
-    found = _read_entry(entry, listing, RAW_SCHEMA)
-    if found is None:
-        return None
-    try:
-        return _from_meta(*found[:2], path)
-    except (ValueError, KeyError, TypeError, AttributeError):  # not the types written
-        return None
-
-
-def _read_entry(entry: Path, listing: list[list[Any]], schema: Mapping[str, Any]
-                ) -> tuple[dict[str, Any], pl.DataFrame, bytes] | None:
-    """An entry's metadata and points (as a frame and as the stored stream) when it is
-    whole, as written and made from the same files (``listing``), its points of ``schema``;
-    None otherwise."""
+    """The cached RawLog when the entry is whole, as written and made from the same files
+    (``listing``); None otherwise."""
     try:
         digest, _, body = entry.with_suffix(".json").read_bytes().partition(b"\n")
         points = entry.with_suffix(".arrow").read_bytes()
@@ -357,9 +344,9 @@ def _read_entry(entry: Path, listing: list[list[Any]], schema: Mapping[str, Any]
         if meta.get("format") != _FORMAT or meta.get("listing") != listing:
             return None
         scalars = pl.read_ipc_stream(io.BytesIO(points))
-        if scalars.height != meta["points"] or dict(scalars.schema) != schema:
+        if scalars.height != meta["points"] or dict(scalars.schema) != RAW_SCHEMA:
             return None
-        return meta, scalars, points
+        return _from_meta(meta, scalars, path)
     except (OSError, ValueError, KeyError, TypeError, AttributeError,
             pl.exceptions.PolarsError):  # unreadable, or not the types written: missing
         return None
@@ -393,25 +380,20 @@ def _rebase(stored: str, argument: str, path: Path) -> Path:
 # -- writing an entry ----------------------------------------------------------------------
 
 def _store(entry: Path, listing: list[list[Any]], path: Path, raw: RawLog) -> None:
-    _write_entry(entry, {
-        "listing": listing, "argument": str(path), "points": raw.points,
+    """Write an entry: its points, then its metadata with the digest of both (so a
+    half-written entry is never taken for a whole one)."""
+    body = json.dumps({  # first: a value JSON cannot hold stops here
+        "format": _FORMAT, "listing": listing, "argument": str(path), "points": raw.points,
         "source": raw.source, "path": str(raw.path), "step_unit": raw.step_unit,
         "facts": _facts(raw.facts), "findings": _findings(raw.findings),
         "files": [str(f) for f in raw.files], "aliases": raw.aliases, "name": raw.name,
         "leg_starts": {str(k): v for k, v in raw.leg_starts.items()},
         "hparams": {k: f.to_json() for k, f in raw.hparams.items()},
-    }, raw.scalars)
-
-
-def _write_entry(entry: Path, meta: dict[str, Any], points: pl.DataFrame) -> bytes:
-    """Write an entry: its points, then its metadata with the digest of both (so a
-    half-written entry is never taken for a whole one); returns the points' stream."""
-    body = json.dumps({"format": _FORMAT, **meta}).encode("utf-8")  # first: a value JSON
-    data = points_stream(points)                                     # cannot hold stops here
+    }).encode("utf-8")
+    data = points_stream(raw.scalars)
     _placed(entry.with_suffix(".arrow"), lambda f: f.write(data))
     _atomic(entry.with_suffix(".json"),
             lambda f: f.write(_digest(body, data).encode("ascii") + b"\n" + body))
-    return data
 
 
 def points_stream(points: pl.DataFrame) -> bytes:
