@@ -363,7 +363,8 @@ class Run:
         return known[1]
 
     def __getstate__(self) -> dict[str, Any]:
-        """Pickled without the memo of :meth:`_points_by_metric` (it holds the points frame again)."""
+        """Pickled without the memo of :meth:`_points_by_metric` (it holds the points frame
+        again)."""
         state = dict(self.__dict__)
         state.pop("_slices", None)
         return state

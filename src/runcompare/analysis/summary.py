@@ -125,8 +125,8 @@ def metric_series(run: Run, metric: str, x: str,
     if run.points_of(metric).is_empty():
         return None
     points = ordered_points(run, metric, x)
-    xs = points.get_column(x).cast(pl.Float64)
     if smoothing is None:  # made of the columns: no query for polars to plan (0.2 ms a run)
+        xs = points.get_column(x).cast(pl.Float64)
         return pl.DataFrame([xs.alias("x"), *(points.get_column(c) for c in _SERIES),
                              points.get_column("value").alias("smoothed")])
     return points.select(pl.col(x).cast(pl.Float64).alias("x"), *_SERIES,
