@@ -140,6 +140,19 @@ def test_different_global_batches_are_decided_on_tokens_and_say_why():
     assert "the same peak learning rate" in text  # lr-not-rescaled, in words
 
 
+def test_a_warning_many_runs_share_is_one_caveat_naming_them_all():
+    # the batch sweep's Trainer stdout was block-buffered in every run: one warning each,
+    # each naming its own train.log
+    runs = rc.load_many([DATA / "batch_sweep"])
+    buffered = [f for run in runs for f in run.findings if f.code == "stdout-buffered"]
+    assert len(buffered) == 5 and len({f.message for f in buffered}) == 5
+    verdict = rc.compare(runs).verdict
+    names = [run.name for run in runs]
+    assert verdict.fairness == [f"{', '.join(names)}: stdout was block-buffered, so the steps "
+                                "of the Trainer's logged dicts were counted with logging_steps"]
+    assert "train.log" not in verdict.text
+
+
 def test_seed_groups_give_welch_interval_and_n():
     runs = rc.load_many(SEEDS)
     comparison = rc.compare(runs)

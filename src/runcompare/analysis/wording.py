@@ -43,6 +43,20 @@ _PHRASES = {
     "batch-mismatch": "the stated global batch disagrees with its factors",
     "fact-conflict": "two sources disagree on a fact",
     "source-unreadable": "a source of the run could not be read",
+    # a run's own warnings, which name its file: in a sweep many runs share one
+    "stdout-buffered": "stdout was block-buffered, so the steps of the Trainer's logged dicts "
+                       "were counted with logging_steps",
+    "step-is-log-call": "the W&B step counts wandb.log() calls, not optimizer steps",
+    "step-metric-unusable": "the declared W&B step metric could not be used, so _step was",
+    "passed-over": "entries under the run's folder could not be read and were passed over",
+    "overlong-lines": "over-long lines of a log were not read",
+    "unparsed-lines": "lines of a log could not be fully parsed and were skipped in part",
+    "no-step": "values logged before the first step were skipped",
+    "mixed-runs": "checkpoints of another run were saved into the run's folder",
+    "several-configs": "several Axolotl configs were found and the first was read",
+    "hparam-conflict": "the run's sources disagree on hyperparameters",
+    "panel-cut": "a W&B panel export stops at the web app's row limit",
+    "deleted-run": "the MLflow run is deleted",
 }
 
 
