@@ -148,8 +148,9 @@ def test_a_warning_many_runs_share_is_one_caveat_naming_them_all():
     assert len(buffered) == 5 and len({f.message for f in buffered}) == 5
     verdict = rc.compare(runs).verdict
     names = [run.name for run in runs]
-    assert verdict.fairness == [f"{', '.join(names)}: stdout was block-buffered, so the steps "
-                                "of the Trainer's logged dicts were counted with logging_steps"]
+    phrase = ("stdout was block-buffered, so the steps of the Trainer's logged dicts were "
+              "counted with logging_steps")
+    assert verdict.fairness == [f"{', '.join(names)}: {phrase}"]
     assert "train.log" not in verdict.text
 
 
