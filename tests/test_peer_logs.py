@@ -137,6 +137,22 @@ def test_a_folder_of_hf_output_dirs_beside_a_tensorboard_run_gives_every_run(tmp
         r.scalars.height for r in sorted(runs, key=lambda r: r.name) if r.name != "tf2"]
 
 
+def test_a_sweeps_runs_come_in_the_order_people_count_them(tmp_path):
+    # names with numbers in them: b4 before b16, lr_9 before lr_10 (not "b16" < "b4")
+    sweep = rc.load_many([DATA / "batch_sweep"], cache=False)
+    assert [r.name for r in sweep] == ["b4", "b8", "b16", "b32", "b64"]
+    for name, seed in (("lr_10", "seed0"), ("lr_9", "seed1"), ("lr_1", "seed2")):
+        shutil.copytree(DATA / "tensorboard" / "seeds" / seed, tmp_path / "tb" / name)
+    for name, version in (("lr_10", "version_0"), ("lr_9", "version_1")):
+        shutil.copytree(DATA / "lightning" / "lightning_logs" / version,
+                        tmp_path / "pl" / name / version)
+    tb = rc.load_many([tmp_path / "tb"], cache=False)
+    assert [r.name for r in tb] == ["lr_1", "lr_9", "lr_10"]
+    assert [r.format for r in tb] == ["tensorboard"] * 3
+    pl_runs = rc.load_many([tmp_path / "pl"], cache=False)
+    assert [r.name for r in pl_runs] == ["lr_9/version_1", "lr_10/version_0"]
+
+
 def test_an_output_dir_holding_only_last_checkpoint_is_read(tmp_path):
     """The Hub's layout with hub_strategy='checkpoint': only last-checkpoint/ is pushed."""
     shutil.copytree(DATA / "hf_global32" / "checkpoint-30", tmp_path / "run" / "last-checkpoint")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import mmap
 import os
+import re
 from contextlib import suppress
 from functools import lru_cache
 from pathlib import Path
@@ -19,7 +20,7 @@ from pathlib import Path
 from ...errors import InputError
 
 __all__ = ["LFS_POINTER", "Buffer", "files_in", "folders_in", "lfs_message", "may_read",
-           "passed_over", "read_file",
+           "natural", "passed_over", "read_file",
            "refuse_lfs_pointer", "writable"]
 
 #: What the decoders read: ``bytes``, or a writable buffer with the same slicing and searching
@@ -56,8 +57,24 @@ def files_in(folder: Path) -> list[Path]:
 
 
 def folders_in(folder: Path) -> list[Path]:
-    """The folders in ``folder`` (or links to one), in name order."""
-    return [folder / name for name, kind in _listing(folder) if kind == "folder"]
+    """The folders in ``folder`` (or links to one), in natural name order (:func:`natural`:
+    the runs of a sweep as people count them)."""
+    return sorted((folder / name for name, kind in _listing(folder) if kind == "folder"),
+                  key=lambda path: natural(path.name))
+
+
+def natural(name: str) -> tuple[tuple[object, ...], str]:
+    """A sort key putting names in the order people count them: runs of digits as numbers
+    (``b4`` before ``b16``, ``version_9`` before ``version_10``), the rest as text; names
+    that this makes equal (``s01``, ``s1``) stay in name order.
+
+    >>> sorted(["b16", "b4", "b64", "b8"], key=natural)
+    ['b4', 'b8', 'b16', 'b64']
+    >>> sorted(["s1", "s10", "s01", "s1b2", "s1b"], key=natural)
+    ['s01', 's1', 's1b', 's1b2', 's10']
+    """
+    parts = re.split(r"(\d+)", name)  # text, digits, text, ...: like parts compare alike
+    return tuple(int(part) if i % 2 else part for i, part in enumerate(parts)), name
 
 
 def _listing(folder: Path) -> tuple[tuple[str, str], ...]:

@@ -33,6 +33,7 @@ import polars as pl
 
 from ...errors import InputError
 from ...model import RAW_SCHEMA, Fact, Finding, RawLog
+from ..codecs.files import natural
 from ..config import hparams, load_yaml, nested_facts
 from ..format import Format
 from ..naming import LIGHTNING, canonical_names
@@ -84,9 +85,10 @@ def _runs(path: Path, limit: int | None = None) -> list[Path]:
     return sorted(found, key=_version_key)
 
 
-def _version_key(folder: Path) -> tuple[str, int, str]:
+def _version_key(folder: Path) -> tuple[object, int, object]:
     match = re.fullmatch(r"version_(\d+)", folder.name)
-    return (folder.parent.as_posix(), int(match.group(1)) if match else -1, folder.name)
+    return (natural(folder.parent.as_posix()), int(match.group(1)) if match else -1,
+            natural(folder.name))
 
 
 def _has_step(file: Path) -> bool:

@@ -55,7 +55,7 @@ import polars as pl
 
 from ...errors import InputError, NoLogsFoundError
 from ...model import RAW_SCHEMA, Fact, Finding, RawLog
-from ..codecs.files import read_file
+from ..codecs.files import natural, read_file
 from ..config import facts_from_config, hparams
 from ..format import Format
 from ._tfevents import EventFile, decode
@@ -89,8 +89,9 @@ def files(path: Path) -> list[Path]:
 
 def expand(path: Path) -> list[Path]:
     """The run roots under ``path``: one per folder of event files, except that restart
-    folders and hparams folders belong to their parent run (see the module docstring)."""
-    return sorted(_runs(path))
+    folders and hparams folders belong to their parent run (see the module docstring), in
+    natural order (``lr_2`` before ``lr_10``)."""
+    return sorted(_runs(path), key=lambda root: natural(root.as_posix()))
 
 
 def _runs(path: Path) -> dict[Path, list[Path]]:

@@ -39,7 +39,7 @@ import polars as pl
 
 from ...errors import InputError, UsageError
 from ...model import RAW_SCHEMA, Finding
-from ..codecs.files import LFS_POINTER, files_in, refuse_lfs_pointer, writable
+from ..codecs.files import LFS_POINTER, files_in, natural, refuse_lfs_pointer, writable
 from . import layout as _layout
 from .layout import Layout
 
@@ -190,7 +190,7 @@ def _logs_in(folder: Path, _mtime: int, _inode: int) -> tuple[Path, ...]:
     if _in_wandb_run(folder):  # once for the folder's files, not once each
         return ()
     return tuple(sorted((file for file in files_in(folder) if file.suffix in LOG_SUFFIXES
-                         and file.name not in _WANDB_DEBUG), key=lambda file: _natural(file.name)))
+                         and file.name not in _WANDB_DEBUG), key=lambda file: natural(file.name)))
 
 
 def logs_at(path: Path, claims: Callable[[str], bool], *, missing: str) -> list[Path]:
@@ -307,10 +307,6 @@ def record_lines(file: Path) -> tuple[pl.DataFrame, list[Finding]]:
 def _non_blank(frame: pl.DataFrame) -> pl.DataFrame:
     text = pl.col("text").str.strip_chars_end("\r")
     return frame.select("line", text).filter(text.str.strip_chars() != "")
-
-
-def _natural(name: str) -> list[object]:
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
 def _is_wandb_file(path: Path) -> bool:
