@@ -99,3 +99,50 @@ def test_a_sweeps_diagnostics_have_a_row_per_run_and_a_column_per_metric(sweep):
                     for m in metrics]
         assert cells == expected[:len(cells)] and len(cells) >= 4
     assert "each at the common budget" in text
+
+
+def _inspected(runs, width: int) -> str:
+    from runcompare.report.terminal import print_runs
+
+    console = Console(width=width, record=True, highlight=False, markup=False)
+    print_runs(runs, console)
+    return console.export_text()
+
+
+@pytest.mark.parametrize("width", [60, 100])
+def test_inspect_of_a_sweep_is_an_overview_a_row_per_run(sweep, width):
+    """``inspect sweep/`` past four runs: a row per run (what was read, its warnings), the
+    hierarchy with runs as rows, findings grouped; not 200 runs in full (a hierarchy and a
+    hyperparameter table each)."""
+    runs = sweep.runs
+    text = _inspected(runs, width)
+    assert max(len(line) for line in text.splitlines()) <= width
+    overview = text[text.index("200 runs"):text.index("Batch hierarchy (200 runs)")]
+    rows = {m.group(1): m.group(2).split("│") for m in
+            re.finditer(r"^│ (lr_\d{3}) +│(.*)│$", overview, re.M)}
+    assert list(rows) == [run.name for run in runs]
+    from runcompare.display import fmt
+
+    for run in (runs[0], runs[1], runs[-1]):
+        cells = [c.strip() for c in rows[run.name]]
+        expected = [run.format, run.step_unit, fmt(run.scalars.height), fmt(len(run.metrics)),
+                    fmt(sum(f.level != "info" for f in run.findings)), ", ".join(run.sources)]
+        assert cells == expected[:len(cells)] and len(cells) >= (5 if width >= 100 else 1)
+    assert text.count("[batch-mismatch]") == 1 and "× 200 (200 runs)" in " ".join(text.split())
+    assert "Hyperparameters (" not in text and len(text.splitlines()) < 3 * len(runs)
+
+
+def test_inspect_of_a_sweep_shows_what_differs_and_v_shows_every_run_in_full(cli):
+    folders = [DATA / "hf_seeds", DATA / "hf_tokens", DATA / "hf_v4_accum4",
+               DATA / "hf_wd0.1_adafactor"]
+    runs = rc.load_many(folders)
+    text = _inspected(runs, 100)
+    table = text[text.index("What differs"):]
+    rows = {m.group(1): m.group(0) for m in re.finditer(r"│ (\S+) +│.*│\n", table)}
+    assert "0.001" in rows["lr1e-3_seed1"] and "0.003" in rows["lr3e-3_seed1"]
+    few = cli("inspect", DATA / "hf_seeds")
+    assert few.exit_code == 0 and "6 runs" in few.stdout and "Hyperparameters (" not in few.stdout
+    full = cli("inspect", DATA / "hf_seeds", "-v")
+    assert full.stdout.count("Hyperparameters (") == 6 and "6 runs" not in full.stdout
+    four = cli("inspect", DATA / "hf_seeds" / "lr1e-3_seed1")
+    assert four.stdout.count("Hyperparameters (") == 1

@@ -331,8 +331,9 @@ def inspect(
     quiet: Quiet = False,
     verbose: Verbose = False,
 ) -> None:
-    """What was found in a run (each run, for a folder of several): sources, batch hierarchy
-    with the source of every number, metrics, findings."""
+    """What was found in a run (each run, for a folder of several; past four runs, an
+    overview with a row per run, or each in full with -v): sources, batch hierarchy with the
+    source of every number, metrics, findings."""
     loaded = _load([run], source, settings, duplicates, no_cache, config, pattern, quiet)
     if as_json:
         objects = [r.to_json() for r in loaded]
@@ -341,12 +342,14 @@ def inspect(
         for one in loaded:
             typer.echo(terminal_text(str(one)))
     else:
-        from .report import print_run
+        from .report import print_run, print_runs
 
-        for one in loaded:
-            print_run(one, _console())
         if verbose:
+            for one in loaded:
+                print_run(one, _console())
             _details(loaded)
+        else:
+            print_runs(loaded, _console())
 
 
 @command()

@@ -12,12 +12,13 @@ if TYPE_CHECKING:
     from .html import default_report_path, write_report
     from .plan_table import print_plan
     from .static import write_figures
-    from .terminal import print_comparison, print_run
+    from .terminal import print_comparison, print_run, print_runs
 
-__all__ = ["default_report_path", "print_comparison", "print_plan", "print_run", "write_figures",
-           "write_report"]
+__all__ = ["default_report_path", "print_comparison", "print_plan", "print_run", "print_runs",
+           "write_figures", "write_report"]
 
 if not TYPE_CHECKING:
     install(__name__, {
         "default_report_path": ".html", "write_report": ".html", "print_plan": ".plan_table",
-        "write_figures": ".static", "print_comparison": ".terminal", "print_run": ".terminal"})
+        "write_figures": ".static", "print_comparison": ".terminal", "print_run": ".terminal",
+        "print_runs": ".terminal"})

@@ -11,15 +11,15 @@ from rich.table import Table
 from rich.text import Text
 
 from ..analysis import Comparison
-from ..analysis.differs import Differences
+from ..analysis.differs import Differences, differences
 from ..analysis.kinds import QUALITY
 from ..display import fmt, listing, setting, terminal_text
 from ..model import Fact, Run
 from .plan_table import print_findings as _findings
 from .plan_table import print_plan
 
-__all__ = ["differs_table", "fmt", "hparams_table", "print_comparison", "print_plan",
-           "print_run"]
+__all__ = ["differs_table", "fmt", "hparams_table", "overview_table", "print_comparison",
+           "print_plan", "print_run", "print_runs"]
 
 #: Characters of a hyperparameter's value a table cell shows (``inspect`` shows all of it).
 _CELL = 40
@@ -136,6 +136,47 @@ def print_run(run: Run, console: Console) -> None:
     _findings(console, run.findings)
 
 
+def print_runs(runs: Sequence[Run], console: Console) -> None:
+    """What ``runcompare inspect`` shows for a folder of several runs: each run in full (see
+    :func:`print_run`) up to :data:`_ACROSS` runs; past that an overview a screen can hold:
+    a row per run (what was read, and how many warnings), the hierarchy and what differs
+    with runs as rows, and the findings grouped by code."""
+    if len(runs) <= _ACROSS:
+        for run in runs:
+            print_run(run, console)
+        return
+    _print_table(console, overview_table(runs, width=console.width))
+    _print_table(console, batch_table(runs, width=console.width))
+    differs = differs_table(runs, differences(runs), width=console.width)
+    if differs is not None:
+        _print_table(console, differs)
+    # each once: the warning that a run was skipped is in every run's findings
+    _findings(console, list(dict.fromkeys(f for run in runs for f in run.findings)),
+              grouped=True)
+    console.print(Text("`runcompare inspect RUN` shows one run in full (every number's source, "
+                       "every hyperparameter, every finding); -v shows every run in full here "
+                       "and --json has them all", style="dim"))
+
+
+def overview_table(runs: Sequence[Run], *, width: int = 100) -> Table:
+    """A sweep's runs as rows: format, step unit, points, metrics and warnings (findings of
+    warning or error level) of each, as many columns as fit in ``width``."""
+    table = Table(title=f"{len(runs)} runs", title_justify="left")
+    columns = [
+        ("format", [terminal_text(run.format) for run in runs]),
+        ("step unit", [terminal_text(run.step_unit) for run in runs]),
+        ("points", [fmt(run.scalars.height) for run in runs]),
+        ("metrics", [fmt(len(run.metrics)) for run in runs]),
+        ("warnings", [fmt(sum(f.level != "info" for f in run.findings)) for run in runs]),
+        ("sources", [terminal_text(", ".join(run.sources)) for run in runs]),
+    ]
+    rest = _runs_down(table, [run.name for run in runs], columns, width, justify="left")
+    if rest:
+        table.caption = f"not shown at this width: {', '.join(rest)}"
+        table.caption_justify = "left"
+    return table
+
+
 def hparams_table(run: Run) -> Table:
     """Every hyperparameter of one run: key, value in full, and the source that holds it."""
     table = Table(title=f"Hyperparameters ({len(run.hparams)})", title_justify="left")
@@ -153,15 +194,15 @@ def _short(value: object) -> str:
     return text if len(text) <= _CELL else text[:_CELL - 1] + "…"
 
 
-def differs_table(comparison: Comparison, *, width: int = 100) -> Table | None:
-    """The hyperparameters that differ between the runs: keys down and runs across for up to
-    :data:`_ACROSS` runs; past that runs down and as many keys across as fit in ``width``,
-    the batch keys (in the hierarchy already) last, the caption naming the rest. None when
-    nothing differs."""
-    differs = comparison.differs
+def differs_table(runs: Sequence[Run], differs: Differences, *,
+                  width: int = 100) -> Table | None:
+    """The hyperparameters that differ between ``runs`` (``differs``): keys down and runs
+    across for up to :data:`_ACROSS` runs; past that runs down and as many keys across as fit
+    in ``width``, the batch keys (in the hierarchy already) last, the caption naming the
+    rest. None when nothing differs."""
     if not differs:
         return None
-    names = [run.name for run in comparison.runs]
+    names = [run.name for run in runs]
     table = Table(title=f"What differs ({len(differs.keys)} hyperparameters)",
                   title_justify="left")
     notes = [differs_note(differs)]
@@ -249,7 +290,7 @@ def print_comparison(comparison: Comparison, console: Console,
     quality metric, the diagnostics, the end-of-run totals, throughput and findings."""
     console.print(Text(terminal_text(str(comparison)), style="bold"))
     _print_table(console, batch_table(comparison.runs, width=console.width))
-    differs = differs_table(comparison, width=console.width)
+    differs = differs_table(comparison.runs, comparison.differs, width=console.width)
     if differs is not None:
         _print_table(console, differs)
     for metric in comparison.metrics:
