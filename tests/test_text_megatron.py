@@ -152,3 +152,24 @@ def test_chunks_whose_other_lines_are_blank_read_as_the_log(tmp_path, monkeypatc
     (tmp_path / "train.log").write_text("\n".join(spaced) + "\n")
     got = REGISTRY["megatron"].read_at(tmp_path).scalars.sort(pl.all())
     assert got.equals(REGISTRY["megatron"].read_at(real).scalars.sort(pl.all()))
+
+
+def test_a_validation_pair_whose_name_is_damaged_is_skipped_and_said(tmp_path):
+    """Malformed input, made here from the real log: NUL bytes between ``lm loss`` and
+    ``value:`` of one validation line. Its loss has no name left: no point (never one with
+    no metric), the line is named in the unparsed-lines warning, its PPL and every other
+    evaluation are kept."""
+    text = (RESTART / "train.log").read_bytes()
+    line = next(t for t in text.split(b"\n") if b"validation loss at iteration 150" in t)
+    damaged = line.replace(b"lm loss value:", b"lm loss \x00\x00\x00value:")
+    (tmp_path / "train.log").write_bytes(text.replace(line, damaged))
+    clean, run = rc.load(RESTART, cache=False), rc.load(tmp_path, cache=False)
+    assert run.scalars.get_column("metric").null_count() == 0
+    evals = {m: set(run.points_of(m).get_column("step").to_list()) for m in ("eval/loss",
+                                                                           "eval/ppl")}
+    before = {m: set(clean.points_of(m).get_column("step").to_list()) for m in evals}
+    assert evals["eval/loss"] == before["eval/loss"] - {150}
+    assert evals["eval/ppl"] == before["eval/ppl"] and 150 in evals["eval/ppl"]
+    unparsed = [f for f in run.findings if f.code == "unparsed-lines"]
+    assert len(unparsed) == 1 and "validation loss at iteration 150" in unparsed[0].message
+    assert rc.compare([clean, run]).verdict.metric == "eval/loss"

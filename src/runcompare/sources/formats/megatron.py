@@ -267,7 +267,7 @@ def _leg_starts(train: pl.DataFrame, other: pl.DataFrame) -> dict[int, int]:
 
 
 def _validation(other: pl.DataFrame, train: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Points of ``validation loss at ...`` lines, and the lines that held none."""
+    """Points of ``validation loss at ...`` lines, and the lines not read in full."""
     rows = other.filter(pl.col("text").str.contains("loss at ", literal=True))
     parts = rows.with_columns(pl.col("text").str.extract_groups(_VALID).alias("v")).unnest("v")
     prefix = pl.when(pl.col("rest").str.contains("test")).then(pl.lit("test/")) \
@@ -281,14 +281,15 @@ def _validation(other: pl.DataFrame, train: pl.DataFrame) -> tuple[pl.DataFrame,
                  value=pl.col("pair").str.extract(r":\s*(\S+)", 1).cast(pl.Float64, strict=False)))
     name = pl.col("key").str.to_lowercase().str.replace_all(r"[^0-9a-z]+", "_").str.strip_chars("_")
     name = pl.when(name == "lm_loss").then(pl.lit("loss")).otherwise(name)
-    points = pairs.filter(pl.col("value").is_not_null()
+    read = pl.col("value").is_not_null() & pl.col("key").is_not_null()  # a name and a number
+    points = pairs.filter(read
                           & (pl.col("step").is_not_null() | pl.col("last_step").is_not_null())).select(
         metric=prefix + name + pl.when("ppl").then(pl.lit("_ppl")).otherwise(pl.lit("")),
         value="value", step=pl.coalesce(pl.col("step").cast(pl.Int64), "last_step"),
         wall_time=pl.lit(None, pl.Float64), leg=pl.col("leg").fill_null(0).cast(pl.Int32))
     points = points.with_columns(pl.col("metric").str.replace("/loss_ppl", "/ppl", literal=True))
-    bad = parts.filter(~pl.col("line").is_in(
-        pairs.filter(pl.col("value").is_not_null()).get_column("line").implode()))
+    # a line none of whose pairs, or only some, gave a named number
+    bad = parts.filter(pl.col("line").is_in(pairs.filter(~read).get_column("line").implode()))
     return points, bad.select("line", "pos", "text")
 
 
