@@ -115,3 +115,39 @@ def test_runs_identical_but_for_the_seed_form_a_group_with_bands():
 
 def test_runs_that_differ_in_more_than_the_seed_are_not_grouped(runs):
     assert rc.compare(runs, x="tokens").groups == {}
+
+
+def test_no_speedup_against_a_run_that_took_no_time_to_the_target(cli):
+    """TensorBoard seeds: seed0's first point (step 1) is already below a target of 4.25, so
+    it took 0 s to reach it; "0× as fast" would be a made-up number: no ratio at all. Long
+    run names are printed whole in the race table, never cut to a shared prefix."""
+    runs = rc.load_many([DATA / "tensorboard" / "seeds"], cache=False)
+    rows = rc.compare(runs, metrics=["train/loss"], target=4.25).summary.filter(
+        metric="train/loss").sort("run")
+    assert rows.get_column("elapsed_to_target").to_list()[0] == 0
+    assert rows.get_column("elapsed_to_target").to_list()[1] > 0
+    assert rows.get_column("elapsed_speedup").to_list() == [None, None, None]
+    speedups = rows.get_column("speedup").to_list()  # steps to target 1, 1.01, 1.06
+    assert speedups[0] == 1 and speedups[1] == pytest.approx(1 / rows["x_to_target"][1])
+
+
+def test_a_race_table_prints_long_run_names_whole(tmp_path):
+    import re
+    import shutil
+
+    from rich.console import Console
+
+    from runcompare.report.terminal import print_comparison
+
+    names = [f"an_experiment_with_a_long_name_seed{i}" for i in range(3)]
+    for i, name in enumerate(names):
+        shutil.copytree(DATA / "tensorboard" / "seeds" / f"seed{i}", tmp_path / name)
+    comparison = rc.compare(rc.load_many([tmp_path], cache=False))
+    console = Console(width=100, record=True, highlight=False, markup=False)
+    print_comparison(comparison, console)
+    text = console.export_text()
+    assert "…" not in text
+    race = text[text.index("train/loss on"):]
+    race = race[:race.index("└")]
+    first = "".join(m.group(1).strip() for m in re.finditer(r"^│ ([^│]+)│", race, re.M))
+    assert first == "".join(names)  # each name whole, folded over lines in turn

@@ -236,14 +236,16 @@ def _row(run: str, metric: str, kind: str, frame: pl.DataFrame | None, budget: f
 
 
 def _with_speedups(rows: list[tuple[object, ...]]) -> list[tuple[object, ...]]:
-    """Each row with the first run's x (and seconds) to target ÷ its own inserted."""
+    """Each row with the first run's x (and seconds) to target ÷ its own inserted; none where
+    either is 0 (a run that starts past the target took no x to reach it: no ratio says how
+    much sooner), or unknown."""
     if not rows:
         return []
     base_x, base_wall = rows[0][6], rows[0][7]
     out = []
     for row in rows:
         x_to, wall = row[6], row[7]
-        speedup = base_x / x_to if base_x is not None and x_to else None  # type: ignore[operator]
-        faster = base_wall / wall if base_wall is not None and wall else None  # type: ignore[operator]
+        speedup = base_x / x_to if base_x and x_to else None  # type: ignore[operator]
+        faster = base_wall / wall if base_wall and wall else None  # type: ignore[operator]
         out.append((*row[:7], speedup, wall, faster, *row[8:]))
     return out

@@ -328,7 +328,8 @@ def summary_table(comparison: Comparison, metric: str) -> Table:
     for column in ("run", "final", "best", f"at {comparison.x} {fmt(budget)}",
                    f"{comparison.x} to {fmt(target)}", "speedup", "seconds to target",
                    "speedup (s)"):
-        table.add_column(column, justify="left" if column == "run" else "right")
+        table.add_column(column, justify="left" if column == "run" else "right",
+                         overflow="fold")  # a run's name whole, on several lines if need be
     for row in rows.iter_rows(named=True):
         table.add_row(terminal_text(row["run"]), *(fmt(row[k]) for k in (
             "final", "best", "at_common_budget", "x_to_target", "speedup",
@@ -348,7 +349,8 @@ def diagnostics_table(comparison: Comparison, *, width: int = 100) -> Table | No
     names = [run.name for run in comparison.runs]
     if len(names) <= _ACROSS:
         for column in ("metric", "run", "final", "at common budget"):
-            table.add_column(column, justify="left" if column in ("metric", "run") else "right")
+            table.add_column(column, justify="left" if column in ("metric", "run") else "right",
+                             overflow="fold")
         for row in rows.iter_rows(named=True):
             table.add_row(terminal_text(row["metric"]), terminal_text(row["run"]),
                           fmt(row["final"]), fmt(row["at_common_budget"]))
@@ -386,7 +388,7 @@ def totals_table(comparison: Comparison, *, width: int = 100) -> Table | None:
     metrics = totals.get_column("metric").unique(maintain_order=True).to_list()
     values = {(r, m): v for r, m, v in totals.select("run", "metric", "value").iter_rows()}
     if len(names) <= _ACROSS:
-        table.add_column("metric", no_wrap=True)
+        table.add_column("metric", overflow="fold")
         for name in names:
             table.add_column(terminal_text(name), justify="right", overflow="fold")
         for metric in metrics:
@@ -407,7 +409,7 @@ def throughput_table(comparison: Comparison) -> Table:
     columns = {"run": "run", "samples_per_s": "samples/s", "tokens_per_s": "tokens/s",
                "tokens_per_s_per_device": "tokens/s/device", "mfu": "MFU"}
     for label in columns.values():
-        table.add_column(label, justify="left" if label == "run" else "right")
+        table.add_column(label, justify="left" if label == "run" else "right", overflow="fold")
     for row in comparison.throughput.iter_rows(named=True):
         table.add_row(terminal_text(row["run"]), *(fmt(row[k]) for k in list(columns)[1:]))
     return table
