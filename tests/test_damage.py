@@ -155,3 +155,40 @@ def test_a_line_too_long_for_any_log_is_left_out_and_the_rest_read(tmp_path):
     assert raw.scalars.get_column("metric").n_unique() == 2
     message = {f.code: f.message for f in raw.findings}["overlong-lines"]
     assert "1 line longer than 4 MiB was not read (first: line 6, " in message
+
+
+def test_a_batch_size_no_batch_can_be_is_not_a_fact(tmp_path):
+    """train_batch_size edited to 1e-320, 2.5, Infinity, true: none is a micro-batch (1e-320
+    made the global-batch inference divide into infinity and crash); the run reads and
+    compares with the micro-batch unknown, as it would be without the field."""
+    state = json.loads(STATE.read_text())
+    for value in (1e-320, 2.5, float("inf"), True, -2):
+        (tmp_path / "trainer_state.json").write_text(json.dumps({**state,
+                                                                 "train_batch_size": value}))
+        run = rc.load(tmp_path, cache=False)
+        assert run.batch.per_device_batch.value is None, value
+        assert rc.compare([run]).verdict.metric is not None
+    (tmp_path / "trainer_state.json").write_text(json.dumps({**state, "train_batch_size": 2.0}))
+    assert rc.load(tmp_path, cache=False).batch.per_device_batch.value == 2  # a whole float
+
+
+def test_a_token_count_past_64_bits_is_no_count_not_a_negative_one(tmp_path):
+    """num_input_tokens_seen edited to 1e308 at one step: cast to 64 bits it was -2⁶³ tokens,
+    an invented number. It is no count: that step's tokens are unknown (no schedule gives
+    them here), every other step keeps its tokens."""
+    state = json.loads(STATE.read_text())
+    step = next(e["step"] for e in state["log_history"] if "num_input_tokens_seen" in e)
+    for entry in state["log_history"]:
+        if entry["step"] == step and "num_input_tokens_seen" in entry:
+            entry["num_input_tokens_seen"] = 1e308
+    (tmp_path / "trainer_state.json").write_text(json.dumps(state))
+    clean, run = rc.load(STATE.parent, cache=False), rc.load(tmp_path, cache=False)
+
+    def tokens(r):
+        loss = r.points_of("train/loss")
+        return dict(zip(loss.get_column("step").to_list(), loss.get_column("tokens").to_list()))
+
+    assert tokens(clean)[step] == 5120 and tokens(run)[step] is None
+    assert {s: t for s, t in tokens(run).items() if s != step} == {
+        s: t for s, t in tokens(clean).items() if s != step}
+    assert rc.compare([run], x="tokens").verdict.metric is not None

@@ -137,8 +137,10 @@ def normalize(raw: RawLog, batch: BatchConfig, *, run: str,
     samples = _first(_rounded(logged["samples"]), _Column.of(samples_at))
     seq_len = batch.seq_len.value
     counted = _rounded(logged["samples"])
-    by_samples = (None if seq_len is None or counted.values is None else
-                  _Column(counted.values * seq_len, counted.valid))
+    by_samples = (None if seq_len is None or counted.values is None else  # ≤ 64 bits
+                  _Column(counted.values * seq_len,
+                          (counted.values <= np.iinfo(np.int64).max // seq_len)
+                          & (True if counted.valid is None else counted.valid)))
     tokens = _first(_rounded(logged["tokens"]), by_samples, _Column.of(tokens_at))
     wall = scalars.get_column("wall_time")
     wall = (repeated(None, kept.size, wall.dtype) if wall.null_count() == wall.len() else
@@ -229,11 +231,13 @@ def _first(*columns: _Column | None) -> _Column:
 
 
 def _rounded(column: _Column) -> _Column:
-    """A logged counter as whole numbers (NaN and infinite counts unknown)."""
+    """A logged counter as whole numbers; a count no counter holds (NaN, infinite, negative,
+    past 64 bits: 1e308 would turn into -2⁶³) unknown."""
     if column.values is None:
         return column
-    finite = np.isfinite(column.values)
-    valid = finite if column.valid is None else column.valid & finite
+    with np.errstate(invalid="ignore"):  # NaN compares False: unknown too
+        count = (column.values >= 0) & (column.values < 2.0 ** 63)
+    valid = count if column.valid is None else column.valid & count
     return _Column(np.where(valid, np.round(column.values), 0).astype(np.int64), valid)
 
 

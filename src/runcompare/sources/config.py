@@ -31,7 +31,7 @@ from ..errors import InputError
 from ..model import Fact, Finding
 
 __all__ = ["CONFIG_KEYS", "FACT_FIELDS", "comparable", "config_facts", "config_hparams",
-           "facts_from_config", "finite_number", "hparams", "load_yaml", "merge_hparams",
+           "fact_value", "facts_from_config", "finite_number", "hparams", "load_yaml", "merge_hparams",
            "nested_facts", "read_config"]
 
 
@@ -112,19 +112,20 @@ def facts_from_config(config: Mapping[str, Any], *, where: str,
     facts: dict[str, Fact[Any]] = {}
     for name, keys in CONFIG_KEYS.items():
         for key in keys:
-            value = _clean(name, config.get(key))
+            value = fact_value(name, config.get(key))
             if value is not None:
                 facts[name] = Fact(value, f"{where}: {key}", kind)  # type: ignore[arg-type]
                 break
     return facts
 
 
-def _clean(name: str, value: Any) -> Any:
-    """The value as a fact holds it, or None when the writer's value means "not set"."""
+def fact_value(name: str, value: Any) -> Any:
+    """The value as the fact ``name`` holds it, or None when the writer's value means "not
+    set" or is none a fact can be (a batch size of 0.5, ``Infinity``, ``true``)."""
     if name in _TEXT:
         return None if value is None or value == "" else str(value)
     if name in _INTEGERS:
-        number = _clean("learning_rate", value)
+        number = fact_value("learning_rate", value)
         return int(number) if number is not None and float(number).is_integer() else None
     if value is None or isinstance(value, bool):
         return None

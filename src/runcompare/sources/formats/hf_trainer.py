@@ -27,7 +27,7 @@ import polars as pl
 from ...errors import InputError
 from ...model import RAW_SCHEMA, Fact, Finding, RawLog, repeated
 from ..codecs.files import LFS_POINTER, folders_in, lfs_message
-from ..config import finite_number
+from ..config import fact_value, finite_number
 from ..format import Format
 from ..naming import canonical
 from . import _hf_json
@@ -297,12 +297,24 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _state_value(name: str, value: Any) -> Any:
+    """A top-level field as its fact holds it, None when it is none (a batch size of 1e-320
+    or ``Infinity``): counts whole and ≥ 1 (as in a config), the step whole and ≥ 0, the
+    tokens seen whole and ≥ 1, the FLOPs finite and > 0."""
+    if name in ("global_step", "tokens_seen"):
+        whole = finite_number(value) and float(value).is_integer()
+        return int(value) if whole and value >= (0 if name == "global_step" else 1) else None
+    if name == "total_flos":
+        return value if finite_number(value) and value > 0 else None
+    return fact_value(name, value)
+
+
 def _facts(state: dict[str, Any], history: History, file: Path) -> dict[str, Fact[Any]]:
     where = f"{file.parent.name}/{STATE}" if _CHECKPOINT.search(file.parent.name) else STATE
     facts: dict[str, Fact[Any]] = {}
     for key, name in _STATE_FACTS.items():
-        value = state.get(key)
-        if _is_number(value) and (value > 0 or key == "global_step"):
+        value = _state_value(name, state.get(key))
+        if value is not None:
             facts[name] = Fact(value, f"{where}: {key}", "logged")
     summary = _summary(history)
     if summary is not None:
