@@ -9,10 +9,11 @@ import re
 import polars as pl
 import pytest
 
-from runcompare.analysis.smooth import parse_smoothing, smooth_expr
+import runcompare as rc
+from runcompare.analysis.smooth import Smoothing, parse_smoothing, smooth_expr
 from runcompare.errors import UsageError
 
-from .conftest import DATA
+from .conftest import DATA, SAMPLES
 
 REFERENCE = json.loads((DATA / "smoothing" / "tensorboard_ema.json").read_text())
 _NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf,
@@ -68,3 +69,25 @@ def test_x_aware_ema_smooths_dense_and_sparse_logging_alike():
 def test_bad_smoothing_specs(spec, message):
     with pytest.raises(UsageError, match=re.escape(message)):
         parse_smoothing(spec)
+
+
+def test_the_ema_sees_only_distances_even_far_out_on_the_axis():
+    """A series 2^40 out on the axis with a half-life of 1/32: its ticks (a millionth of a
+    half-life each) counted from 0 passed 64 bits and compare crashed; counted from the
+    series' first x, it smooths exactly as it does at 0 (these x are exact in f64)."""
+    near = pl.DataFrame({"x": [0.0, 1 / 64, 3 / 64, 4 / 64], "value": [4.0, 3.0, 2.5, 2.0]})
+    far = near.with_columns(pl.col("x") + 2.0 ** 40)
+    ema = Smoothing("x", 1 / 32)
+    smoothed = near.select(smooth_expr(ema)).to_series().to_list()
+    assert far.select(smooth_expr(ema)).to_series().to_list() == smoothed
+    assert smoothed[0] == 4.0 and 2.0 < smoothed[-1] < 3.0
+
+
+def test_a_half_life_too_short_for_the_range_is_refused_in_one_line(cli):
+    runs = rc.load_many([SAMPLES / "mamba", SAMPLES / "attn"])
+    with pytest.raises(UsageError, match=r"--smooth 1e-09: that half-life is .* times shorter"):
+        rc.compare(runs, x="tokens", smooth=1e-9)
+    result = cli(SAMPLES / "mamba", SAMPLES / "attn", "--x", "tokens", "--smooth", "1e-9",
+                 "--no-report")
+    assert result.exit_code == 2 and "Traceback" not in result.output  # as a bad --smooth is
+    assert rc.compare(runs, x="tokens", smooth=1).verdict.metric == "eval/loss"

@@ -35,10 +35,18 @@ class Smoothing:
     fraction: float | None = None
 
     def resolved(self, x_range: float) -> Smoothing:
-        """A percentage half-life turned into axis units for a given x range."""
-        if self.fraction is None:
-            return self
-        return Smoothing("x", max(self.fraction * x_range, 1e-12))
+        """A percentage half-life turned into axis units for a given x range; a half-life too
+        small for the range to be worked out in 64 bits (a millionth of one per tick) is
+        refused."""
+        if self.fraction is not None:
+            return Smoothing("x", max(self.fraction * x_range, 1e-12))
+        if self.kind == "x" and x_range / self.value * _TICKS >= 2.0 ** 63:
+            raise UsageError(f"--smooth {self.value:g}: that half-life is "
+                             f"{x_range / self.value:.2g} times shorter than the x range "
+                             f"({x_range:,.0f}), past what the smoothing can work out; give "
+                             f"one of at least {x_range / 2.0 ** 63 * _TICKS * 1.01:.3g}, or "
+                             "a percentage of the range such as 1%")
+        return self
 
     def describe(self, x: str) -> str:
         if self.kind == "tb":
@@ -98,6 +106,8 @@ def smooth_expr(smoothing: Smoothing, *, value: str = "value", x: str = "x") -> 
             if smoothing.value > 0 else masked
         constant = raw.n_unique() == 1
         return pl.when(finite & ~constant).then(ema).otherwise(raw)
-    ticks = (pl.col(x) / smoothing.value * _TICKS).round().cast(pl.Int64)
+    # from the series' first x: the EMA sees only distances, and 10^16 tokens (or a logged
+    # counter that says so) over a half-life of a hundredth of a token left 64 bits
+    ticks = ((pl.col(x) - pl.col(x).min()) / smoothing.value * _TICKS).round().cast(pl.Int64)
     ema = masked.ewm_mean_by(ticks, half_life=f"{_TICKS}i")
     return pl.when(finite).then(ema).otherwise(raw)
