@@ -161,6 +161,23 @@ def test_the_benchmark_megatron_log_reads_the_same(tmp_path, monkeypatch):
     assert scanned == 3000 and native.points == 30_000
 
 
+@pytest.mark.parametrize(("read", "log", "old", "new"), [
+    (nanogpt.read, "nanogpt", b"iter 30: loss", b"iter -30: loss"),
+    (megatron.read, "megatron_ramp", b"iteration       30/", b"iteration      -30/"),
+])
+def test_a_signed_step_reads_the_same_with_and_without_the_scanner(tmp_path, monkeypatch, read,
+                                                                   log, old, new):
+    """Malformed input, a copy of the real log with one step given a minus sign: the
+    parsers' steps are digits, so the scanner's are too (it read -30 as a step that went
+    back, a restart that dropped the points before it)."""
+    text = (DATA / "text" / log / "train.log").read_bytes()
+    assert text.count(old) == 1
+    (tmp_path / "train.log").write_bytes(text.replace(old, new))
+    native, pure, _ = _both(read, tmp_path, monkeypatch)
+    _same(native, pure)
+    assert native.scalars.get_column("step").min() >= 0
+
+
 @pytest.mark.parametrize("chunk", [None, 500])
 def test_nanogpt_logs_read_the_same_with_and_without_the_scanner(chunk, monkeypatch):
     path = DATA / "text" / "nanogpt"

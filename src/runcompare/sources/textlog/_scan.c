@@ -306,15 +306,14 @@ static int match(const char *p, const char *end, const Op *op, const Op *op_end,
                 return 0;
             p += n;
             break;
-        case OP_INT: {
-            const char *s = p + (p < end && *p == '-');
-            const char *first = s;
+        case OP_INT: { /* a step or a count: digits, no sign, as the parsers' \d+ */
+            const char *s = p;
             int64_t value = 0;
-            for (; s < end && *s >= '0' && *s <= '9' && s - first < 15; s++)
+            for (; s < end && *s >= '0' && *s <= '9' && s - p < 15; s++)
                 value = value * 10 + (*s - '0');
-            if (s == first || (s < end && *s >= '0' && *s <= '9'))
+            if (s == p || (s < end && *s >= '0' && *s <= '9'))
                 return 0;
-            *out++ = (double)(*p == '-' ? -value : value);
+            *out++ = (double)value;
             p = s;
             break;
         }

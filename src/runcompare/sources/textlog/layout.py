@@ -44,11 +44,12 @@ __all__ = ["MAX_LAYOUTS", "NATIVE", "SLOTS", "Layout", "Piece", "checked", "firs
 #: Whether the native scanner is used (built, and not turned off with ``RUNCOMPARE_PURE=1``).
 NATIVE = _scan is not None and os.environ.get("RUNCOMPARE_PURE", "") in ("", "0")
 
-#: (kind, text): ``lit`` (``text``), ``ws`` (any run of spaces, none included), ``num`` and
-#: ``int`` (a number: a slot), ``ts`` (``YYYY-MM-DD HH:MM:SS[.f]``: a slot), ``pos`` (a slot:
-#: the byte offset reached in the line), ``skipto`` (everything up to and including the first
-#: ``text``), ``upto`` (everything before it), ``not`` (``text`` is nowhere in the rest of
-#: the line), ``end`` (trailing spaces, the end of the line).
+#: (kind, text): ``lit`` (``text``), ``ws`` (any run of spaces, none included), ``num`` (a
+#: number: a slot), ``int`` (a step or a count, digits with no sign: a slot), ``ts``
+#: (``YYYY-MM-DD HH:MM:SS[.f]``: a slot), ``pos`` (a slot: the byte offset reached in the
+#: line), ``skipto`` (everything up to and including the first ``text``), ``upto``
+#: (everything before it), ``not`` (``text`` is nowhere in the rest of the line), ``end``
+#: (trailing spaces, the end of the line).
 Piece = tuple[str, str]
 _OPS = {"lit": 1, "ws": 2, "num": 3, "ts": 4, "skipto": 5, "end": 6, "int": 7, "pos": 8,
         "not": 9, "upto": 10}
