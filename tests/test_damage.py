@@ -7,6 +7,7 @@ import json
 import shutil
 
 import polars as pl
+import pytest
 
 import runcompare as rc
 from runcompare.sources import REGISTRY
@@ -192,3 +193,25 @@ def test_a_token_count_past_64_bits_is_no_count_not_a_negative_one(tmp_path):
     assert {s: t for s, t in tokens(run).items() if s != step} == {
         s: t for s, t in tokens(clean).items() if s != step}
     assert rc.compare([run], x="tokens").verdict.metric is not None
+
+
+@pytest.mark.parametrize(("log", "old", "new"), [
+    ("nanogpt/train.log", b"iter 10: loss", b"iter 99999999999999999999999: loss"),
+    ("torchtitan/train.log", b"step: 10  ", b"step: 99999999999999999999999  "),
+    ("megatron_restart/train.log", b"validation loss at iteration 150 |",
+     b"validation loss at iteration 99999999999999999999999 |"),
+])
+def test_a_step_past_64_bits_is_one_bad_line_not_an_unreadable_log(tmp_path, log, old, new):
+    """One step edited to 10^23 (a 64-bit integer holds 9.2 × 10^18): that line is named in
+    the unparsed-lines warning and every other line is read (the whole log was refused with
+    a polars conversion error, or a crash)."""
+    source = DATA / "text" / log
+    text = source.read_bytes()
+    assert text.count(old) == 1
+    (tmp_path / "train.log").write_bytes(text.replace(old, new))
+    clean, run = rc.load(source.parent, cache=False), rc.load(tmp_path, cache=False)
+    unparsed = [f for f in run.findings if f.code == "unparsed-lines"]
+    assert len(unparsed) == 1 and new.decode().strip(" |") in unparsed[0].message
+    lost = clean.scalars.height - run.scalars.height
+    assert 0 < lost <= 12  # that line's numbers only
+    assert run.scalars.get_column("step").max() == clean.scalars.get_column("step").max()

@@ -254,7 +254,8 @@ def _legs(train: pl.DataFrame, other: pl.DataFrame) -> pl.DataFrame:
 def _leg_starts(train: pl.DataFrame, other: pl.DataFrame) -> dict[int, int]:
     """Leg -> first step it may log, from ``loaded checkpoint ... at iteration K`` lines."""
     loaded = other.filter(pl.col("text").str.contains("loaded checkpoint", literal=True)).select(
-        loaded_at="pos", start=pl.col("text").str.extract(_LOADED, 1).cast(pl.Int64) + 1)
+        loaded_at="pos",
+        start=pl.col("text").str.extract(_LOADED, 1).cast(pl.Int64, strict=False) + 1)
     loaded = loaded.filter(pl.col("start").is_not_null())
     if loaded.is_empty():
         return {}
@@ -281,11 +282,13 @@ def _validation(other: pl.DataFrame, train: pl.DataFrame) -> tuple[pl.DataFrame,
                  value=pl.col("pair").str.extract(r":\s*(\S+)", 1).cast(pl.Float64, strict=False)))
     name = pl.col("key").str.to_lowercase().str.replace_all(r"[^0-9a-z]+", "_").str.strip_chars("_")
     name = pl.when(name == "lm_loss").then(pl.lit("loss")).otherwise(name)
-    read = pl.col("value").is_not_null() & pl.col("key").is_not_null()  # a name and a number
-    points = pairs.filter(read
-                          & (pl.col("step").is_not_null() | pl.col("last_step").is_not_null())).select(
+    # the line's own step (none past 64 bits), else the last train line's
+    at = pl.when(pl.col("step").is_null()).then("last_step") \
+        .otherwise(pl.col("step").cast(pl.Int64, strict=False))
+    read = pl.col("value").is_not_null() & pl.col("key").is_not_null() & at.is_not_null()
+    points = pairs.filter(read).select(
         metric=prefix + name + pl.when("ppl").then(pl.lit("_ppl")).otherwise(pl.lit("")),
-        value="value", step=pl.coalesce(pl.col("step").cast(pl.Int64), "last_step"),
+        value="value", step=at,
         wall_time=pl.lit(None, pl.Float64), leg=pl.col("leg").fill_null(0).cast(pl.Int32))
     points = points.with_columns(pl.col("metric").str.replace("/loss_ppl", "/ppl", literal=True))
     # a line none of whose pairs, or only some, gave a named number

@@ -105,7 +105,9 @@ def _parse(frame: pl.DataFrame) -> pl.DataFrame:
     rows = frame.filter(is_iter | is_eval | launch | config)
     it = text.str.extract_groups(_ITER)
     ev = text.str.extract_groups(_EVAL)
-    step = pl.coalesce(it.struct.field("step"), ev.struct.field("step")).cast(pl.Int64)
+    # a step past 64 bits is no step: the line is bad, not the whole log unreadable
+    step = pl.coalesce(it.struct.field("step"), ev.struct.field("step")).cast(pl.Int64,
+                                                                                strict=False)
     out = rows.with_columns(
         is_iter=is_iter, launch=launch, step=step,
         loss=_lines.number(it.struct.field("loss")), time=_lines.number(it.struct.field("time")),

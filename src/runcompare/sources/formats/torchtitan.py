@@ -73,6 +73,7 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None,
     if pairs.is_empty():
         raise InputError(f"{path}: no torchtitan 'step: N  loss: X' line could be read")
     scalars, bad = _points(pairs)
+    bad = pl.concat([bad, rows.filter("overflow").select("pos")])
     findings += [f for f in [_lines.unparsed_finding(logs[0], rows.join(bad, on="pos", how="semi")
                                                      .select("line", "text"), "torchtitan steps")]
                  if f]
@@ -88,13 +89,15 @@ def _parse(frame: pl.DataFrame) -> pl.DataFrame:
     rows = frame.filter(text.str.contains("[titan]", literal=True)).with_columns(
         text=_lines.clean_text(text))
     message = text.str.extract(r" - [A-Z]+ - (.*)$", 1)
-    step = message.str.extract(r"^(?:validate )?step:\s*(\d+)", 1).cast(pl.Int64)
-    starts = {name: message.str.extract(pattern, 1).cast(pl.Int64)
+    digits = message.str.extract(r"^(?:validate )?step:\s*(\d+)", 1)
+    step = digits.cast(pl.Int64, strict=False)  # past 64 bits: no step, and the line is bad
+    starts = {name: message.str.extract(pattern, 1).cast(pl.Int64, strict=False)
               for name, pattern in _STARTS.items()}
     out = rows.with_columns(message=message, step=step, wall_time=_lines.timestamp(text),
-                            is_train=message.str.starts_with("step:"), **starts)
+                            is_train=message.str.starts_with("step:"),
+                            overflow=digits.is_not_null() & step.is_null(), **starts)
     out = out.with_columns(launch=pl.col("start").is_not_null())
-    return out.filter(pl.col("step").is_not_null()
+    return out.filter(pl.col("step").is_not_null() | pl.col("overflow")
                       | pl.any_horizontal(pl.col(name).is_not_null() for name in _STARTS))
 
 
