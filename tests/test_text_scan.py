@@ -164,12 +164,15 @@ def test_the_benchmark_megatron_log_reads_the_same(tmp_path, monkeypatch):
 @pytest.mark.parametrize(("read", "log", "old", "new"), [
     (nanogpt.read, "nanogpt", b"iter 30: loss", b"iter -30: loss"),
     (megatron.read, "megatron_ramp", b"iteration       30/", b"iteration      -30/"),
+    (hf_stdout.read, "hf4x_attn", b"\r{'loss': 2.145", b"\r(  \r{'loss': 2.145"),
 ])
-def test_a_signed_step_reads_the_same_with_and_without_the_scanner(tmp_path, monkeypatch, read,
-                                                                   log, old, new):
-    """Malformed input, a copy of the real log with one step given a minus sign: the
-    parsers' steps are digits, so the scanner's are too (it read -30 as a step that went
-    back, a restart that dropped the points before it)."""
+def test_an_odd_line_reads_the_same_with_and_without_the_scanner(tmp_path, monkeypatch, read,
+                                                                 log, old, new):
+    """Malformed input, a copy of the real log with one line edited: a step given a minus
+    sign (the parsers' steps are digits, so the scanner's are too: it read -30 as a step that
+    went back, a restart that dropped the points before it); a ``(`` before a Trainer dict
+    (the parser takes it for a dict printed inside a call, not a log entry, and so does the
+    scanner now: it read the dict)."""
     text = (DATA / "text" / log / "train.log").read_bytes()
     assert text.count(old) == 1
     (tmp_path / "train.log").write_bytes(text.replace(old, new))

@@ -205,7 +205,7 @@ def _dict_line_layout(sample: str) -> Layout | None:
     program: list[Piece] = [("not", guard) for guard in _GUARDS]
     program += [*head, ("skipto", "| "), ("int", bar[1]), ("lit", "/"), ("int", bar[2]),
                 ("lit", " ["), ("skipto", "it/s" if "it/s" in before else "s/it"), ("upto", "{'"),
-                ("pos", ""), *values]
+                ("apart", "[=(,"), ("pos", ""), *values]  # as _parse's has_dict
     columns = [None] * sum(kind in _layout.SLOTS for kind, _ in head) \
         + ["n", "total", "off"] + [_VALUE + key for key in keys]
     return _layout.checked(sample, program, columns, _wide)

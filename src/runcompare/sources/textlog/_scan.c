@@ -4,19 +4,21 @@
  * scan(data, program, slots) walks the lines of `data` (any bytes-like object) once. A line
  * matches `program` when the program's operations consume it from its first byte to its
  * end; a matching line yields `slots` numbers, an other line is copied, whole, into `rest`.
- * The operations (one byte each, a literal after LIT/SKIPTO/UPTO/NOT as 2-byte little-endian
+ * The operations (one byte each, a literal after LIT/SKIPTO/UPTO/NOT/APART as 2-byte little-endian
  * length + bytes):
  *
  *   LIT s      the bytes s
  *   WS         zero or more spaces
  *   NUM        -?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?  -> a slot (correctly rounded double)
- *   INT        -?[0-9]{1,15}                           -> a slot (exact)
+ *   INT        [0-9]{1,15}                             -> a slot (exact)
  *   TS         YYYY-MM-DD[ T]HH:MM:SS([.,][0-9]{1,6})? -> a slot (unix seconds, read as UTC)
  *   SKIPTO s   everything up to and including the first s
  *   UPTO s     everything before the first s
  *   END        trailing spaces, then the line's end
  *   POS        nothing                                 -> a slot (the byte offset in the line)
  *   NOT s      nothing, where s does not occur in the rest of the line
+ *   APART s    nothing, where the last byte before it but ASCII whitespace is none of s's
+ *              bytes and is ASCII
  *
  * Returns (lines, matched, values, rest, rest_lines): the number of lines in `data` (a last
  * line without newline counts), the 0-based indexes of the matching lines (int64), their
@@ -29,7 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { OP_LIT = 1, OP_WS, OP_NUM, OP_TS, OP_SKIPTO, OP_END, OP_INT, OP_POS, OP_NOT, OP_UPTO };
+enum { OP_LIT = 1, OP_WS, OP_NUM, OP_TS, OP_SKIPTO, OP_END, OP_INT, OP_POS, OP_NOT, OP_UPTO,
+       OP_APART };
 
 typedef struct {
     char *data;
@@ -249,12 +252,12 @@ static Py_ssize_t decode(const unsigned char *program, Py_ssize_t length, Py_ssi
         Op *op = &ops[count];
         memset(op, 0, sizeof *op);
         op->code = *p++;
-        if (op->code < OP_LIT || op->code > OP_UPTO)
+        if (op->code < OP_LIT || op->code > OP_APART)
             return -1;
         filled += op->code == OP_NUM || op->code == OP_INT || op->code == OP_TS
                   || op->code == OP_POS;
         if (op->code == OP_LIT || op->code == OP_SKIPTO || op->code == OP_UPTO
-            || op->code == OP_NOT) {
+            || op->code == OP_NOT || op->code == OP_APART) {
             if (end - p < 2)
                 return -1;
             op->n = (size_t)p[0] | (size_t)p[1] << 8;
@@ -337,6 +340,15 @@ static int match(const char *p, const char *end, const Op *op, const Op *op_end,
             if (find(p, end, op))
                 return 0;
             break;
+        case OP_APART: { /* the last byte before here but ASCII spaces is none of the literal's
+                          * (a parser's [=(,]\s*$); nor past ASCII, which its \s may take */
+            const char *q = p;
+            while (q > start && (q[-1] == ' ' || (q[-1] >= '\t' && q[-1] <= '\r')))
+                q--;
+            if (q > start && ((unsigned char)q[-1] >= 0x80 || memchr(op->lit, q[-1], n)))
+                return 0;
+            break;
+        }
         case OP_END:
             while (p < end && *p == ' ')
                 p++;

@@ -48,11 +48,12 @@ NATIVE = _scan is not None and os.environ.get("RUNCOMPARE_PURE", "") in ("", "0"
 #: number: a slot), ``int`` (a step or a count, digits with no sign: a slot), ``ts``
 #: (``YYYY-MM-DD HH:MM:SS[.f]``: a slot), ``pos`` (a slot: the byte offset reached in the
 #: line), ``skipto`` (everything up to and including the first ``text``), ``upto``
-#: (everything before it), ``not`` (``text`` is nowhere in the rest of the line), ``end``
+#: (everything before it), ``not`` (``text`` is nowhere in the rest of the line), ``apart``
+#: (the last byte before here but spaces is none of ``text``'s, nor past ASCII), ``end``
 #: (trailing spaces, the end of the line).
 Piece = tuple[str, str]
 _OPS = {"lit": 1, "ws": 2, "num": 3, "ts": 4, "skipto": 5, "end": 6, "int": 7, "pos": 8,
-        "not": 9, "upto": 10}
+        "not": 9, "upto": 10, "apart": 11}
 #: Layouts tried per chunk (by the scanner, and by the polars field splitter) before the general
 #: path reads the rest.
 MAX_LAYOUTS = 4
@@ -117,7 +118,7 @@ def _compile(program: Sequence[Piece]) -> bytes:
     out = bytearray()
     for kind, text in program:
         out.append(_OPS[kind])
-        if kind in ("lit", "skipto", "upto", "not"):
+        if kind in ("lit", "skipto", "upto", "not", "apart"):
             data = text.encode()
             if not 0 < len(data) < 1 << 16:
                 raise ValueError(f"a {kind} piece of {len(data)} bytes")
