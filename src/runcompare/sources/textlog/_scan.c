@@ -8,7 +8,7 @@
  * length + bytes):
  *
  *   LIT s      the bytes s
- *   WS         zero or more spaces
+ *   WS         one or more spaces
  *   NUM        -?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?  -> a slot (correctly rounded double)
  *   INT        [0-9]{1,15}                             -> a slot (exact)
  *   TS         YYYY-MM-DD[ T]HH:MM:SS([.,][0-9]{1,6})? -> a slot (unix seconds, read as UTC)
@@ -300,7 +300,10 @@ static int match(const char *p, const char *end, const Op *op, const Op *op_end,
                 return 0;
             p += n;
             break;
-        case OP_WS:
+        case OP_WS: /* as many as there are, at least the one the layout's sample had: a
+                     * parser's "iter (\d+)" or "\s+" takes none for no space */
+            if (p == end || *p != ' ')
+                return 0;
             while (p < end && *p == ' ')
                 p++;
             break;

@@ -44,7 +44,7 @@ __all__ = ["MAX_LAYOUTS", "NATIVE", "SLOTS", "Layout", "Piece", "checked", "firs
 #: Whether the native scanner is used (built, and not turned off with ``RUNCOMPARE_PURE=1``).
 NATIVE = _scan is not None and os.environ.get("RUNCOMPARE_PURE", "") in ("", "0")
 
-#: (kind, text): ``lit`` (``text``), ``ws`` (any run of spaces, none included), ``num`` (a
+#: (kind, text): ``lit`` (``text``), ``ws`` (a run of one or more spaces), ``num`` (a
 #: number: a slot), ``int`` (a step or a count, digits with no sign: a slot), ``ts``
 #: (``YYYY-MM-DD HH:MM:SS[.f]``: a slot), ``pos`` (a slot: the byte offset reached in the
 #: line), ``skipto`` (everything up to and including the first ``text``), ``upto``
