@@ -59,10 +59,13 @@ def test_lines_are_counted_as_the_csv_reader_counts_them():
 def test_a_line_matches_only_when_the_program_reads_it_to_its_end():
     program = [("lit", "step"), ("ws", " "), ("int", "1"), ("lit", ":"), ("ws", " "),
                ("lit", "loss="), ("num", "2.5")]
-    data = b"step 7: loss=2.25\nstep 8: loss=2.25 extra\nstep  9:loss=-1e-3  \nstep 1.5: loss=1\n"
+    data = (b"step 7: loss=2.25\nstep 8: loss=2.25 extra\nstep  9: loss=-1e-3  \n"
+            b"step 1.5: loss=1\nstep 9:loss=1\n")
     count, matched, values, rest, rest_lines = _scan(data, program, 2)
-    assert (count, matched, values) == (4, [0, 2], [[7, 2.25], [9, -0.001]])
-    assert rest == b"step 8: loss=2.25 extra\nstep 1.5: loss=1\n" and rest_lines == [1, 3]
+    assert (count, matched, values) == (5, [0, 2], [[7, 2.25], [9, -0.001]])
+    # a ws is one space or more: where the sample had one, a parser's " " or \s+ wants one
+    assert rest == b"step 8: loss=2.25 extra\nstep 1.5: loss=1\nstep 9:loss=1\n"
+    assert rest_lines == [1, 3, 4]
 
 
 def test_skips_and_timestamps():
@@ -287,3 +290,37 @@ def test_mutated_logs_read_the_same_with_and_without_the_scanner(read, path, chu
         else:
             _same(native_read, pure_read)
     monkeypatch.setattr(_layout, "NATIVE", True)
+
+
+def test_megatron_lines_after_a_non_ascii_prefix_keep_their_steps(tmp_path, monkeypatch):
+    """Malformed input made from the real log: every train line behind a launcher's prefix
+    in Chinese. The parser cut the step out at str.find's offset, which counts bytes where
+    str.slice counts characters: the prefix's 12 bytes in 4 characters cost the step its
+    digits (110 read as 0). Both paths give the clean log's points."""
+    log = DATA / "text" / "megatron_ramp" / "train.log"
+    lines = log.read_text().splitlines(keepends=True)
+    edited = ["[rank0]: 训练日志" + line if " iteration " in line else line for line in lines]
+    (tmp_path / "train.log").write_text("".join(edited))
+    native, pure, _ = _both(megatron.read, tmp_path, monkeypatch)
+    _same(native, pure)
+    clean = megatron.read(log.parent)
+    assert pure.scalars.sort(pl.all()).equals(clean.scalars.sort(pl.all()), null_equal=True)
+
+
+def test_a_damaged_first_line_costs_only_itself(tmp_path, monkeypatch):
+    """Malformed input made from the real log: the first train line's "number of skipped
+    iterations:" lost its colon to a stray byte. The parser took the layout of the chunk
+    from that line, and every good line then held text where the layout had none: each was
+    called unparsed. It takes the layout from a line whose every field is a key and value:
+    that line is the one unparsed, and only its damaged field is lost."""
+    log = DATA / "text" / "megatron_ramp" / "train.log"
+    text = log.read_bytes()
+    first = next(line for line in text.split(b"\n") if b" iteration " in line)
+    damaged = first.replace(b"skipped iterations:", b"skipped iterations\xfe")
+    (tmp_path / "train.log").write_bytes(text.replace(first, damaged))
+    native, pure, _ = _both(megatron.read, tmp_path, monkeypatch)
+    _same(native, pure)
+    clean = megatron.read(log.parent)
+    unparsed = [f for f in pure.findings if f.code == "unparsed-lines"]
+    assert len(unparsed) == 1 and unparsed[0].message.split(": ")[1].startswith("1 line ")
+    assert pure.scalars.height == clean.scalars.height - 1

@@ -109,8 +109,9 @@ def _parse(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
         failed = pl.select(pl.any_horizontal(False, *(
             values.get_column(c).is_null() & train.get_column(c).is_not_null() for c in keys
         ))).to_series()
-    head = pl.col("head")
-    counter = head.str.slice(head.str.find("iteration", literal=True) + len("iteration")) \
+    # what follows the first "iteration" (split, not sliced at str.find's offset: that
+    # counts bytes, str.slice characters, and a non-ASCII prefix cost the step its digits)
+    counter = pl.col("head").str.splitn("iteration", 2).struct.field("field_1") \
         .str.split_exact("/", 1)
     train = train.with_columns(values, failed=failed, counter=counter).unnest("counter")
     train = train.with_columns(
@@ -183,9 +184,8 @@ def _stamp(head: pl.Series) -> pl.Series:
     """Unix seconds of the ``[YYYY-MM-DD HH:MM:SS]`` a line starts with: the first bracket
     sliced out (fast), else searched for anywhere (a launcher's prefix before it)."""
     frame = head.to_frame("head")
-    first = pl.col("head").str.find("[", literal=True)
-    close = pl.col("head").str.find("]", literal=True)
-    inside = frame.select(pl.col("head").str.slice(first + 1, close - first - 1)).to_series()
+    after = pl.col("head").str.splitn("[", 2).struct.field("field_1")  # split: see _parse
+    inside = frame.select(after.str.splitn("]", 2).struct.field("field_0")).to_series()
     # whole seconds (the usual print) parse much faster without the fraction in the format
     whole = inside.str.len_bytes() == len("2024-03-01 09:00:08")
     formats = [_STAMP] if whole.all() else [_STAMP, _STAMP + "%.f"]

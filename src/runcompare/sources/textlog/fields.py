@@ -12,6 +12,8 @@ __all__ = ["KEY", "delimited_fields"]
 
 #: Prefix of the key columns of :func:`delimited_fields`.
 KEY = "k:"
+#: Lines of the modal layout a round looks at for one whose every field is a key and value.
+_SAMPLES = 8
 
 
 def delimited_fields(rows: pl.DataFrame, *, sep: str, kv: str) -> pl.DataFrame:
@@ -38,7 +40,7 @@ def delimited_fields(rows: pl.DataFrame, *, sep: str, kv: str) -> pl.DataFrame:
         counts = rows.get_column("n")
         modal = int(counts.mode().min())  # type: ignore[arg-type]
         is_modal = counts == modal
-        sample = rows.get_column("text")[int(is_modal.arg_max())]  # type: ignore[arg-type]
+        sample = _sample(rows.filter(is_modal).get_column("text").head(_SAMPLES), sep, kv)
         layout = _field_prefixes(sample, sep, kv)
         # a field of a row that is not the layout's key: value (text between seps, or after the
         # last) is no field: the row is bad, whatever the sample holds there
@@ -72,6 +74,18 @@ def delimited_fields(rows: pl.DataFrame, *, sep: str, kv: str) -> pl.DataFrame:
     return out.sort("line") if len(parts) > 1 else out
 
 
+def _sample(texts: pl.Series, sep: str, kv: str) -> str:
+    """The first of ``texts`` whose every field is ``key: value`` (a blank one aside): a
+    layout taken from a damaged line (``iterations\ufffd 0``, its colon lost) had every good
+    line's field there for text where none belongs, and each line bad."""
+    for text in texts:
+        keyed = {index for index, _ in _field_prefixes(text, sep, kv)}
+        if all(not part.strip() for index, part in enumerate(text.split(sep))
+               if index > 0 and index not in keyed):
+            return str(text)
+    return str(texts[0])
+
+
 def _field_prefixes(sample: str, sep: str, kv: str) -> list[tuple[int, str]]:
     """(field index, ``" key:"`` prefix) of each key-value field of one line."""
     return [(i, part[:part.index(kv) + len(kv)]) for i, part in enumerate(sample.split(sep))
@@ -84,9 +98,12 @@ def _fields_one_by_one(rows: pl.DataFrame, sep: str, kv: str) -> pl.DataFrame:
              .explode("part", "index"))
     heads = parts.filter(pl.col("index") == 0).select("line", head="part")
     fields = parts.filter((pl.col("index") > 0) & (pl.col("part").str.strip_chars() != ""))
-    at = pl.col("part").str.find(kv, literal=True)
-    fields = fields.select("line", key=KEY + pl.col("part").str.head(at).str.strip_chars(),
-                           value=pl.col("part").str.slice(at + len(kv)).str.strip_chars())
+    # split at the first kv (str.find counts bytes and str.slice characters: a key holding
+    # a non-ASCII character lost the value's first digits to them)
+    pair = pl.col("part").str.splitn(kv, 2)
+    value = pair.struct.field("field_1")
+    fields = fields.select("line", key=pl.when(value.is_not_null()).then(
+        KEY + pair.struct.field("field_0").str.strip_chars()), value=value.str.strip_chars())
     bad = fields.group_by("line").agg(bad=pl.col("key").is_null().any()
                                       | (pl.col("key") == KEY).any())
     wide = (fields.filter(pl.col("key").is_not_null() & (pl.col("key") != KEY))
