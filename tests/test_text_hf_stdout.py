@@ -308,3 +308,17 @@ def test_the_fast_path_leaves_odd_dicts_to_the_regexes(tmp_path, monkeypatch):
 def _outcome(log: Path) -> tuple[object, ...]:
     raw = REGISTRY["hf-stdout"].read_at(log, hints={"logging_steps": 5})
     return sorted(raw.scalars.rows()), raw.findings, raw.facts, raw.leg_starts
+
+
+def test_an_unreadable_dict_after_non_ascii_text_is_shown_from_its_brace(tmp_path):
+    """Malformed input made from the real log: one dict, behind a note in Chinese, lost its
+    closing brace. The warning quotes it from its ``{'`` (it was cut at a byte offset
+    counted as characters: 8 characters into the dict)."""
+    text = (DATA / "text" / "hf4x_attn" / "train.log").read_bytes()
+    old = b"{'loss': 2.145, 'grad_norm': 0.9311892986297607, 'learning_rate': " \
+          b"0.00018947368421052632, 'epoch': 1.48}"
+    assert text.count(old) == 1
+    (tmp_path / "train.log").write_bytes(text.replace(old, "训练日志 ".encode() + old[:-1]))
+    run = rc.load(tmp_path, cache=False)
+    unparsed = [f for f in run.findings if f.code == "unparsed-lines"]
+    assert len(unparsed) == 1 and ": {'loss': 2.145, 'grad_norm': " in unparsed[0].message

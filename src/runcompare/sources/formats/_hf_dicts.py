@@ -151,7 +151,8 @@ def _dicts_by_regex(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     found = rows.with_columns(dict=text.str.extract_all(_DICT))
     trainer_like = pl.any_horizontal(*(text.str.contains(k, literal=True) for k in DICT_KEYS))
     bad = found.filter((pl.col("dict").list.len() == 0) & trainer_like).select(
-        "line", off="off", bad=pl.lit(True), snippet=text.str.slice(pl.col("off"), 200))
+        "line", off="off", bad=pl.lit(True),  # from the first {' (off counts bytes)
+        snippet=("{'" + text.str.splitn("{'", 2).struct.field("field_1")).str.slice(0, 200))
     found = found.explode("dict").filter(pl.col("dict").is_not_null()).with_columns(
         off=pl.col("off") + pl.int_range(pl.len()).over("line"))
     good = found.select(
