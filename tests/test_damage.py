@@ -215,3 +215,17 @@ def test_a_step_past_64_bits_is_one_bad_line_not_an_unreadable_log(tmp_path, log
     lost = clean.scalars.height - run.scalars.height
     assert 0 < lost <= 12  # that line's numbers only
     assert run.scalars.get_column("step").max() == clean.scalars.get_column("step").max()
+
+
+def test_a_rate_no_trainer_logs_infers_no_global_batch(tmp_path):
+    """train_steps_per_second edited to 1e-320: samples ÷ steps per second is infinite (it
+    crashed the global-batch inference), 1e-12 gives 7e12 sequences a step: neither is a
+    global batch; the run reads and compares with it unknown."""
+    state = json.loads(STATE.read_text())
+    summary = next(e for e in reversed(state["log_history"]) if "train_steps_per_second" in e)
+    for rate in (1e-320, 1e-12):
+        summary["train_steps_per_second"] = rate
+        (tmp_path / "trainer_state.json").write_text(json.dumps(state))
+        run = rc.load(tmp_path, cache=False)
+        assert run.batch.global_batch.value is None, rate
+        assert rc.compare([run]).verdict.metric is not None

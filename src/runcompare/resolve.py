@@ -88,6 +88,8 @@ def infer_global_batch(facts: Mapping[str, Fact[Any]]) -> Fact[int] | None:
     if not samples_rate or not steps_rate or samples_rate <= 0 or steps_rate <= 0:
         return None
     ratio = samples_rate / steps_rate
+    if not math.isfinite(ratio) or ratio > 2 ** 32:  # a rate of 1e-320: no batch that large
+        return None
     unit = facts.get("per_device_batch", UNKNOWN).value or 1
     multiple = round(ratio / unit) * unit
     # trainer_state.json rounds both rates to 3 decimals; Trainer stdout (5.x) prints 4
