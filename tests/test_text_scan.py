@@ -168,6 +168,8 @@ def test_the_benchmark_megatron_log_reads_the_same(tmp_path, monkeypatch):
     (nanogpt.read, "nanogpt", b"iter 30: loss", b"iter -30: loss"),
     (megatron.read, "megatron_ramp", b"iteration       30/", b"iteration      -30/"),
     (hf_stdout.read, "hf4x_attn", b"\r{'loss': 2.145", b"\r(  \r{'loss': 2.145"),
+    (nanogpt.read, "nanogpt", b"iter 360: loss 1.0078, time 33.01ms, mfu 11.20%",
+     b"iter 360: loss 1.0078, time 33.01ms, mfu  11.20%"),
 ])
 def test_an_odd_line_reads_the_same_with_and_without_the_scanner(tmp_path, monkeypatch, read,
                                                                  log, old, new):
@@ -175,7 +177,8 @@ def test_an_odd_line_reads_the_same_with_and_without_the_scanner(tmp_path, monke
     sign (the parsers' steps are digits, so the scanner's are too: it read -30 as a step that
     went back, a restart that dropped the points before it); a ``(`` before a Trainer dict
     (the parser takes it for a dict printed inside a call, not a log entry, and so does the
-    scanner now: it read the dict)."""
+    scanner now: it read the dict); two spaces before a number (the scanner took them, the
+    parser's single space did not: now both do)."""
     text = (DATA / "text" / log / "train.log").read_bytes()
     assert text.count(old) == 1
     (tmp_path / "train.log").write_bytes(text.replace(old, new))
@@ -324,3 +327,21 @@ def test_a_damaged_first_line_costs_only_itself(tmp_path, monkeypatch):
     unparsed = [f for f in pure.findings if f.code == "unparsed-lines"]
     assert len(unparsed) == 1 and unparsed[0].message.split(": ")[1].startswith("1 line ")
     assert pure.scalars.height == clean.scalars.height - 1
+
+
+def test_a_key_twice_on_a_line_is_neither_value_and_the_line_is_bad(tmp_path, monkeypatch):
+    """Malformed input made from the real log: step 10's line holds "elapsed time per
+    iteration (ms)" twice (815.3, then 9). Which value is the key's cannot be told: the
+    parser took the last, the first or none, by the line's neighbours. Now neither, and the
+    line is in the unparsed-lines warning, on both paths."""
+    text = (DATA / "text" / "megatron_ramp" / "train.log").read_bytes()
+    old = b"       320 | elapsed time per iteration (ms): 815.3 |"
+    assert text.count(old) == 1
+    new = old + b" elapsed time per iteration (ms): 9 |"
+    (tmp_path / "train.log").write_bytes(text.replace(old, new))
+    native, pure, _ = _both(megatron.read, tmp_path, monkeypatch)
+    _same(native, pure)
+    timed = pure.scalars.filter(metric="train/iteration_time_ms")
+    assert 10 not in timed.get_column("step").to_list() and timed.height == 19
+    unparsed = [f for f in pure.findings if f.code == "unparsed-lines"]
+    assert len(unparsed) == 1 and "iteration       10/" in unparsed[0].message

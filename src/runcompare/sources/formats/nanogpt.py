@@ -45,10 +45,11 @@ __all__ = ["FORMAT", "claims", "read"]
 
 #: A unit word may follow a loss (forks print ``loss 4.5735 BPC``).
 _UNIT = r"(?: [A-Za-z]+)?"
-_ITER = (rf"^iter (?<step>\d+): loss (?<loss>[^\s,]+){_UNIT}, time (?<time>\S+?)ms"
-         r"(?:, mfu (?<mfu>\S+?)%)?")
-_EVAL = (rf"^step (?<step>\d+): train loss (?<train>[^\s,]+){_UNIT}, "
-         r"val loss (?<val>[^\s,]+)")
+#: The spaces before a number are one or more (as the native scanner's layouts take them).
+_ITER = (rf"^iter +(?<step>\d+): loss +(?<loss>[^\s,]+){_UNIT}, time +(?<time>\S+?)ms"
+         r"(?:, mfu +(?<mfu>\S+?)%)?")
+_EVAL = (rf"^step +(?<step>\d+): train loss +(?<train>[^\s,]+){_UNIT}, "
+         r"val loss +(?<val>[^\s,]+)")
 _CONFIG = r"^(?:Overriding: )?(?<key>[a-z_][a-z0-9_]*) = (?<value>[^#]*?)\s*(?:#.*)?$"
 #: The line that states the tokens of an iteration (the older train.py printed the second).
 _TOKENS = r"(?:tokens per iteration will be|total number of tokens per iteration): ([\d,]+)"

@@ -56,10 +56,14 @@ def delimited_fields(rows: pl.DataFrame, *, sep: str, kv: str) -> pl.DataFrame:
         matched = split if match.all() else split.filter(match)
         stray = pl.any_horizontal(False, *(pl.col(f"field_{index}").str.strip_chars() != ""
                                            for index in loose))
+        # a key twice on a line (a damaged one): neither value is the key's, the line is bad
+        names = [prefix[:-len(kv)].strip() for _, prefix in layout]
+        twice = {name for name in names if names.count(name) > 1}
         parts.append(matched.select(
-            "line", head="field_0", bad=stray.fill_null(False),
-            **{KEY + prefix[:-len(kv)].strip(): pl.col(f"field_{index}")
-               .str.slice(len(prefix)).str.strip_chars() for index, prefix in layout}))
+            "line", head="field_0", bad=stray.fill_null(False) | bool(twice),
+            **{KEY + name: pl.col(f"field_{index}").str.slice(len(prefix)).str.strip_chars()
+               for (index, prefix), name in zip(layout, names) if name not in twice},
+            **{KEY + name: pl.lit(None, pl.String) for name in twice}))
         if matched.height == rows.height:
             rows = rows.clear()
             break
@@ -75,13 +79,16 @@ def delimited_fields(rows: pl.DataFrame, *, sep: str, kv: str) -> pl.DataFrame:
 
 
 def _sample(texts: pl.Series, sep: str, kv: str) -> str:
-    """The first of ``texts`` whose every field is ``key: value`` (a blank one aside): a
-    layout taken from a damaged line (``iterations\ufffd 0``, its colon lost) had every good
-    line's field there for text where none belongs, and each line bad."""
+    """The first of ``texts`` whose every field is ``key: value`` (a blank one aside), each
+    key once: a layout taken from a damaged line (``iterations\ufffd 0``, its colon lost) had
+    every good line's field there for text where none belongs, and each line bad."""
     for text in texts:
-        keyed = {index for index, _ in _field_prefixes(text, sep, kv)}
-        if all(not part.strip() for index, part in enumerate(text.split(sep))
-               if index > 0 and index not in keyed):
+        prefixes = _field_prefixes(text, sep, kv)
+        keyed = {index for index, _ in prefixes}
+        keys = [prefix[:-len(kv)].strip() for _, prefix in prefixes]
+        if len(set(keys)) == len(keys) and all(
+                not part.strip() for index, part in enumerate(text.split(sep))
+                if index > 0 and index not in keyed):
             return str(text)
     return str(texts[0])
 
@@ -104,8 +111,11 @@ def _fields_one_by_one(rows: pl.DataFrame, sep: str, kv: str) -> pl.DataFrame:
     value = pair.struct.field("field_1")
     fields = fields.select("line", key=pl.when(value.is_not_null()).then(
         KEY + pair.struct.field("field_0").str.strip_chars()), value=value.str.strip_chars())
+    # a key twice on a line (a damaged one): neither value is the key's, the line is bad
+    twice = pl.col("key").is_not_null() & pl.col("key").is_duplicated().over("line")
+    fields = fields.with_columns(value=pl.when(~twice).then("value"), twice=twice)
     bad = fields.group_by("line").agg(bad=pl.col("key").is_null().any()
-                                      | (pl.col("key") == KEY).any())
+                                      | (pl.col("key") == KEY).any() | pl.col("twice").any())
     wide = (fields.filter(pl.col("key").is_not_null() & (pl.col("key") != KEY))
             .pivot(on="key", index="line", values="value", aggregate_function="first"))
     return heads.join(bad, on="line", how="left").join(wide, on="line", how="left") \
