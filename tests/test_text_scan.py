@@ -345,3 +345,25 @@ def test_a_key_twice_on_a_line_is_neither_value_and_the_line_is_bad(tmp_path, mo
     assert 10 not in timed.get_column("step").to_list() and timed.height == 19
     unparsed = [f for f in pure.findings if f.code == "unparsed-lines"]
     assert len(unparsed) == 1 and "iteration       10/" in unparsed[0].message
+
+
+def test_a_dict_with_a_key_more_than_the_first_keeps_it(tmp_path, monkeypatch):
+    """Malformed-input test made from the real log: one Trainer dict ends with a key the
+    first dict had not (a metric logged from then on). The fast path split the dicts at the
+    first one's keys and dropped what followed its last: the new key was lost, on both
+    paths, and a key repeated there read its first value. Now such a dict takes the regex
+    path, which reads every entry; one with a key twice is damaged and said so."""
+    text = (DATA / "text" / "hf4x_attn" / "train.log").read_bytes()
+    old = b"'learning_rate': 0.00018947368421052632, 'epoch': 1.48}"
+    assert text.count(old) == 1
+    (tmp_path / "train.log").write_bytes(text.replace(old, old[:-1] + b", 'tokens_x': 5.0}"))
+    native, pure, _ = _both(hf_stdout.read, tmp_path, monkeypatch)
+    _same(native, pure)
+    extra = pure.scalars.filter(metric="train/tokens_x")
+    assert extra.get_column("value").to_list() == [5.0]
+    (tmp_path / "train.log").write_bytes(text.replace(old, old[:-1] + b", 'epoch': 16}"))
+    native, pure, _ = _both(hf_stdout.read, tmp_path, monkeypatch)
+    _same(native, pure)
+    assert 16.0 not in pure.scalars.filter(metric="train/epoch").get_column("value").to_list()
+    unparsed = [f for f in pure.findings if f.code == "unparsed-lines"]
+    assert len(unparsed) == 1 and "(line 77: {'loss': 2.145, " in unparsed[0].message

@@ -27,13 +27,16 @@ _ITEM = r"'[^']+': (?:'[^']*'|[^,}]+)"
 
 def _pairs(dicts: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The entries (line, off, key, value) of ``dicts`` (one row per dict, ``items`` its
-    ``'key': value`` texts) whose values all read as numbers, and kind and epoch per dict."""
+    ``'key': value`` texts) whose values all read as numbers, each key once, and kind and
+    epoch per dict."""
     # an entry is 'key': value with no ' in the key: split at its first "': " (no regex)
     pairs = dicts.select("line", "off", "items").explode("items").with_columns(
         entry=pl.col("items").str.splitn("': ", 2)).unnest("entry")
     pairs = pairs.select("line", "off", key=pl.col("field_0").str.slice(1),
                          value=_numbers(pairs.get_column("field_1")))
-    unreadable = pairs.filter(pl.col("value").is_null()).select("line", "off").unique()
+    # a value that is no number, or a key twice (a damaged dict: which is the key's?)
+    twice = pl.col("key").is_duplicated().over("line", "off")
+    unreadable = pairs.filter(pl.col("value").is_null() | twice).select("line", "off").unique()
     pairs = pairs.join(unreadable, on=["line", "off"], how="anti")
     return pairs, _kinds(pairs)
 
@@ -96,8 +99,8 @@ def _layout_dicts(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame] | Non
     sample = rows.get_column("last")[0]
     items = re.findall(_ITEM, sample)
     keys = keys_of(sample)
-    if not keys or "{" + ", ".join(items) + "}" != sample:
-        return None
+    if not keys or "{" + ", ".join(items) + "}" != sample or len(set(keys)) < len(keys):
+        return None  # a key twice: the regex path finds the dict damaged
     fields = pl.col("last").str.split_exact(", '", len(keys) - 1)
     split = rows.select("line", "off", "bar_before", fields=fields).unnest("fields")
     checks, values = [], {}
@@ -105,13 +108,15 @@ def _layout_dicts(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame] | Non
         prefix = ("{'" if index == 0 else "") + key + "': "
         field = pl.col(f"field_{index}")
         printed = field.str.slice(len(prefix))
-        if index == len(keys) - 1:
+        ends = pl.lit(True)
+        if index == len(keys) - 1:  # split_exact drops what follows: the dict must end here
+            ends = printed.str.ends_with("}")
             printed = printed.str.strip_suffix("}")
         quotes = printed.str.count_matches("'", literal=True)
         # what the regex takes: a value in quotes with none inside, or one without , or '
         whole = pl.when(quotes == 0).then(~printed.str.contains(",", literal=True)).otherwise(
             (quotes == 2) & printed.str.starts_with("'") & printed.str.ends_with("'"))
-        checks.append(field.str.starts_with(prefix) & whole)
+        checks.append(field.str.starts_with(prefix) & whole & ends)
         values[f"v{index}"] = printed
     split = split.select("line", "off", "bar_before", ok=pl.all_horizontal(checks), **values)
     split = split.filter("ok")
