@@ -31,8 +31,8 @@ from ..errors import InputError
 from ..model import Fact, Finding
 
 __all__ = ["CONFIG_KEYS", "FACT_FIELDS", "comparable", "config_facts", "config_hparams",
-           "fact_value", "facts_from_config", "finite_number", "hparams", "load_yaml", "merge_hparams",
-           "nested_facts", "read_config"]
+           "fact_value", "facts_from_config", "finite_number", "hparams", "load_yaml",
+           "merge_hparams", "nested_facts", "read_config"]
 
 
 def finite_number(value: Any) -> TypeGuard[float]:

@@ -182,7 +182,7 @@ _STAMP = "%Y-%m-%d %H:%M:%S"
 
 def _stamp(head: pl.Series) -> pl.Series:
     """Unix seconds of the ``[YYYY-MM-DD HH:MM:SS]`` a line starts with: the first bracket
-    sliced out (fast), else searched for anywhere (a launcher's prefix before it)."""
+    split out (fast), else searched for anywhere (a launcher's prefix before it)."""
     frame = head.to_frame("head")
     after = pl.col("head").str.splitn("[", 2).struct.field("field_1")  # split: see _parse
     inside = frame.select(after.str.splitn("]", 2).struct.field("field_0")).to_series()
