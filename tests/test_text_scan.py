@@ -367,3 +367,22 @@ def test_a_dict_with_a_key_more_than_the_first_keeps_it(tmp_path, monkeypatch):
     assert 16.0 not in pure.scalars.filter(metric="train/epoch").get_column("value").to_list()
     unparsed = [f for f in pure.findings if f.code == "unparsed-lines"]
     assert len(unparsed) == 1 and "(line 77: {'loss': 2.145, " in unparsed[0].message
+
+
+def test_a_bad_sample_line_makes_no_layout_for_the_next_log(tmp_path, monkeypatch):
+    """The real restart log's line 31 is cut short (a killed run), so the parser finds it
+    bad; as a chunk's sample it made a layout whose columns that are no slot (bad, and the
+    line's text) every line it matched took, kept for the next log read. A copy with that
+    line's count edited, read first, made the real log's warning quote the copy's line."""
+    log = DATA / "text" / "megatron_restart" / "train.log"
+    text = log.read_bytes()
+    old = b"131/     200 | consumed samples:         8384 |"
+    assert text.count(old) == 1
+    (tmp_path / "train.log").write_bytes(text.replace(old, old.replace(b" 8384", b"-8384")))
+    monkeypatch.setattr(_layout, "_CHECKED", {})
+    copy, _, _ = _both(megatron.read, tmp_path, monkeypatch)
+    native, pure, _ = _both(megatron.read, log.parent, monkeypatch)
+    _same(native, pure)
+    quoted = [f.message for f in native.findings if f.code == "unparsed-lines"]
+    assert len(quoted) == 1 and "consumed samples:         8384 |" in quoted[0]
+    assert "-8384" in next(f.message for f in copy.findings if f.code == "unparsed-lines")

@@ -160,7 +160,9 @@ def checked(sample: str, program: Sequence[Piece], columns: Sequence[str | None]
             parse: Callable[[pl.DataFrame], pl.DataFrame]) -> Layout | None:
     """The layout of ``program`` (``end`` added) with ``columns`` for its slots, when the
     scanner's row for ``sample`` equals ``parse``'s (the source's own parser, given the
-    sample as a one-line chunk); None otherwise, or when the scanner is off. A program that
+    sample as a one-line chunk) and the parser finds the sample whole (not ``bad``: the
+    columns that are no slot are the sample's for every line); None otherwise, or when the
+    scanner is off. A program that
     passed once is not checked again (``parse``, a module-level function, reads every line
     it matches the same way)."""
     if not NATIVE:
@@ -174,6 +176,8 @@ def checked(sample: str, program: Sequence[Piece], columns: Sequence[str | None]
     expected = parse(pl.DataFrame({"line": [0], "text": [sample]}))
     if expected.height != 1 or not {c for c in columns if c} <= set(expected.columns):
         return None
+    if "bad" in expected.columns and expected.get_column("bad")[0]:
+        return None  # every line the scanner took would be bad, with the sample's text
     schema = dict(expected.drop("line").schema)
     constants = {name: expected.get_column(name)[0] for name in schema if name not in columns}
     layout = Layout(key[0], key[1], schema, constants)
