@@ -84,13 +84,13 @@ CONFIG_KEYS: dict[str, tuple[str, ...]] = {
 #: Facts that hold whole numbers of at least 1 (a 0, -1 or ratio means "not set" in the writers).
 _COUNTS = {"per_device_batch", "grad_accum", "world_size", "tensor_parallel", "pipeline_parallel",
            "context_parallel", "seq_len", "global_batch", "tokens_per_step", "max_steps",
-           "logging_steps", "eval_steps", "save_steps"}
+           "logging_steps", "eval_steps", "save_steps", "tokens_seen"}
 
 #: Facts that are whole numbers of any sign.
 _INTEGERS = {"seed"}
 
-#: Facts that are positive numbers, not necessarily whole (training FLOPs per token).
-_POSITIVE = {"flops_per_token"}
+#: Facts that are positive numbers, not necessarily whole (training FLOPs per token, total).
+_POSITIVE = {"flops_per_token", "total_flos"}
 
 #: Facts kept as text (a version, a mode such as "all" / "non_padding" / True).
 _TEXT = {"transformers_version", "include_num_input_tokens_seen", "lr_scheduler_type"}

@@ -299,13 +299,11 @@ def _is_number(value: Any) -> bool:
 
 def _state_value(name: str, value: Any) -> Any:
     """A top-level field as its fact holds it, None when it is none (a batch size of 1e-320
-    or ``Infinity``): counts whole and ≥ 1 (as in a config), the step whole and ≥ 0, the
-    tokens seen whole and ≥ 1, the FLOPs finite and > 0."""
-    if name in ("global_step", "tokens_seen"):
-        whole = finite_number(value) and float(value).is_integer()
-        return int(value) if whole and value >= (0 if name == "global_step" else 1) else None
-    if name == "total_flos":
-        return value if finite_number(value) and value > 0 else None
+    or ``Infinity``): the step whole and ≥ 0 (0 before the first update), the others as a
+    config's (:func:`~..config.fact_value`)."""
+    if name == "global_step":
+        whole = finite_number(value) and float(value).is_integer() and value >= 0
+        return int(value) if whole else None
     return fact_value(name, value)
 
 
