@@ -40,8 +40,7 @@ def delimited_fields(rows: pl.DataFrame, *, sep: str, kv: str) -> pl.DataFrame:
         counts = rows.get_column("n")
         modal = int(counts.mode().min())  # type: ignore[arg-type]
         is_modal = counts == modal
-        sample = _sample(rows.filter(is_modal).get_column("text").head(_SAMPLES), sep, kv)
-        layout = _field_prefixes(sample, sep, kv)
+        layout = _layout(rows.filter(is_modal).get_column("text").head(_SAMPLES), sep, kv)
         # a field of a row that is not the layout's key: value (text between seps, or after the
         # last) is no field: the row is bad, whatever the sample holds there
         keyed = {index for index, _ in layout}
@@ -78,10 +77,11 @@ def delimited_fields(rows: pl.DataFrame, *, sep: str, kv: str) -> pl.DataFrame:
     return out.sort("line") if len(parts) > 1 else out
 
 
-def _sample(texts: pl.Series, sep: str, kv: str) -> str:
-    """The first of ``texts`` whose every field is ``key: value`` (a blank one aside), each
-    key once: a layout taken from a damaged line (``iterations\ufffd 0``, its colon lost) had
-    every good line's field there for text where none belongs, and each line bad."""
+def _layout(texts: pl.Series, sep: str, kv: str) -> list[tuple[int, str]]:
+    """The field prefixes (:func:`_field_prefixes`) of the first of ``texts`` whose every
+    field is ``key: value`` (a blank one aside), each key once, else of the first: a layout
+    taken from a damaged line (``iterations\ufffd 0``, its colon lost) had every good line's
+    field there for text where none belongs, and each line bad."""
     for text in texts:
         prefixes = _field_prefixes(text, sep, kv)
         keyed = {index for index, _ in prefixes}
@@ -89,8 +89,8 @@ def _sample(texts: pl.Series, sep: str, kv: str) -> str:
         if len(set(keys)) == len(keys) and all(
                 not part.strip() for index, part in enumerate(text.split(sep))
                 if index > 0 and index not in keyed):
-            return str(text)
-    return str(texts[0])
+            return prefixes
+    return _field_prefixes(texts[0], sep, kv)
 
 
 def _field_prefixes(sample: str, sep: str, kv: str) -> list[tuple[int, str]]:
