@@ -90,6 +90,10 @@ def mutate(data: bytes, rng: random.Random) -> bytes:
     return b"\n".join(lines)
 
 
+#: Whether each native reader was built, by module (taken at the first switch).
+_BUILT: dict[Any, bool] = {}
+
+
 def native(on: bool) -> None:
     """Every native reader on (as built) or off, as ``RUNCOMPARE_PURE=1`` turns them."""
     from runcompare.sources.codecs import protowire, tfrecord
@@ -97,9 +101,8 @@ def native(on: bool) -> None:
     from runcompare.sources.textlog import layout
 
     for module in (layout, protowire, tfrecord, _hf_json):
-        if not hasattr(module, "_built"):
-            module._built = module.NATIVE  # type: ignore[attr-defined]
-        module.NATIVE = on and module._built  # type: ignore[attr-defined]
+        built = _BUILT.setdefault(module, module.NATIVE)
+        module.NATIVE = on and built
 
 
 def reading(path: Path) -> tuple[Any, ...]:
