@@ -26,6 +26,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 __all__ = [
     "SIDECAR",
+    "agrees",
     "infer_global_batch",
     "merge_facts",
     "parse_settings",
@@ -40,7 +41,8 @@ def merge_facts(*groups: Mapping[str, Fact[Any]],
                 run: str | None = None) -> tuple[dict[str, Fact[Any]], list[Finding]]:
     """One fact per name: the highest kind wins, the earlier group on a tie.
 
-    A lower-ranked fact that disagrees with the winner is reported (``fact-conflict``).
+    A lower-ranked fact that disagrees with the winner is reported (``fact-conflict``);
+    a value that is the other printed to fewer digits agrees with it (:func:`agrees`).
     """
     merged: dict[str, Fact[Any]] = {}
     findings: list[Finding] = []
@@ -50,12 +52,48 @@ def merge_facts(*groups: Mapping[str, Fact[Any]],
                 continue
             held = merged.get(name)
             if held is None or _rank(fact) > _rank(held):
-                if held is not None and held.value != fact.value:
+                if held is not None and not agrees(held.value, fact.value):
                     findings.append(_conflict(name, fact, held, run))
                 merged[name] = fact
-            elif held.value != fact.value:
+            elif not agrees(held.value, fact.value):
                 findings.append(_conflict(name, held, fact, run))
     return merged, findings
+
+
+#: The fewest significant digits a value is taken to be printed rounded to: shorter ones
+#: (16, 3e-4) are exact, since a config states them so.
+_PRINTED_DIGITS = 3
+
+
+def agrees(a: Any, b: Any) -> bool:
+    """Whether two facts' values are the same, one being the other printed to fewer
+    significant digits (at least three, and not a whole number) counted as the same.
+
+    >>> agrees(471.274, 471.3), agrees(82.123, 82.12), agrees("adamw", "adamw")
+    (True, True, True)
+    >>> agrees(16, 17), agrees(16.4, 16), agrees(3.4e-4, 3e-4), agrees(471.274, 471.2)
+    (False, False, False, False)
+    """
+    if a == b:
+        return True
+    numbers = [v for v in (a, b) if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    if len(numbers) < 2 or not all(math.isfinite(v) for v in numbers):
+        return False
+    short, full = sorted(numbers, key=_digits)
+    digits = _digits(short)
+    if digits < _PRINTED_DIGITS or float(short).is_integer():
+        return False
+    return float(f"{full:.{digits}g}") == float(short)
+
+
+def _digits(value: float) -> int:
+    """Significant digits of a number as Python prints it.
+
+    >>> _digits(471.3), _digits(0.00012), _digits(1.5e-05), _digits(82.123)
+    (4, 2, 2, 5)
+    """
+    mantissa = repr(float(value)).lstrip("-").split("e")[0].replace(".", "").lstrip("0")
+    return max(len(mantissa.rstrip("0")) if "." in repr(float(value)) else len(mantissa), 1)
 
 
 def _rank(fact: Fact[Any]) -> int:
