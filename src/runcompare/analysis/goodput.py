@@ -12,7 +12,10 @@ and d seconds is split:
 - restarts: an interval whose ends lie in different legs (a crash and a resume) holds
   d − eval − Δs·p of restart, split into the lost work (the earlier leg's time after its last
   point that survived, redone by the next leg) and the downtime (the rest: the gap between the
-  legs and the new leg's start-up);
+  legs and the new leg's start-up). When that last point is a save step, the checkpoint the
+  next leg resumed from was written after it: the lost work is then the steps the earlier leg
+  logged past the save at the training pace, and the rest of its time after the save is
+  checkpointing, not lost;
 - checkpointing: an interval holding a save step (multiples of ``save_steps``) holds
   d − eval − Δs·p of checkpointing;
 - unexplained: any other interval more than twice its pace holds the time above Δs·p;
@@ -139,6 +142,7 @@ def goodput(run: Run, *, budget: float | str | None = None) -> Goodput:
     clean = ~(crosses | saved | has_eval) & (ds > 0)
     pace = _pace(d, ds, clean, ~crosses & (ds > 0))
     parts = _split(d, ds, pace, eval_in, has_eval, crosses, saved)
+    saved_lost = _saved_before_crash(run, steps, wall, leg, parts, eval_in, saves, pace)
     tail = _tail(run, wall[-1], evals, steps[-1] in saves or bool(saves and steps[-1] >= max(saves)))
     seconds = {c: float(parts[c].sum() + tail.get(c, 0.0)) for c in CATEGORIES}
     span = float(max(wall[-1] + sum(tail.values()), wall[-1]) - wall[0])
@@ -149,7 +153,7 @@ def goodput(run: Run, *, budget: float | str | None = None) -> Goodput:
     timeline = _timeline(wall, axis_values, d, parts, world)
     findings = _findings(run, evals, saves, world)
     return Goodput(run=run.name, wall_seconds=span, seconds=seconds,
-                   restarts=_restarts(run, steps, wall, leg, parts, eval_in),
+                   restarts=_restarts(run, steps, wall, leg, parts, eval_in, saved_lost),
                    axis=axis, rate=rate, world_size=world, done=float(axis_values[-1]),
                    timeline=timeline, pace=pace, budget=wanted, findings=findings)
 
@@ -263,16 +267,38 @@ def _tail(run: Run, last: float, evals: pl.DataFrame, saved: bool) -> dict[str, 
     return {"evaluation": evaluation, "checkpointing" if saved else "unexplained": rest}
 
 
+def _saved_before_crash(run: Run, steps: np.ndarray, wall: np.ndarray, leg: np.ndarray,
+                        parts: dict[str, np.ndarray], eval_in: np.ndarray, saves: list[int],
+                        pace: float) -> dict[int, float]:
+    """Move the checkpoint written at a leg's last surviving point from its restart seconds to
+    checkpointing: only the steps logged past it were lost (see the module). Returns the lost
+    work of each such interval."""
+    out = {}
+    for i in np.flatnonzero(leg[1:] != leg[:-1]):
+        if int(steps[i]) not in saves:
+            continue
+        before = run.legs[int(leg[i])]
+        after = max(min(before.wall_end - wall[i] - eval_in[i], float(parts["restarts"][i])),
+                    0.0)
+        lost = min(after, pace * max(before.last_step - int(steps[i]), 0))
+        parts["restarts"][i] -= after - lost
+        parts["checkpointing"][i] += after - lost
+        out[int(i)] = lost
+    return out
+
+
 def _restarts(run: Run, steps: np.ndarray, wall: np.ndarray, leg: np.ndarray,
-              parts: dict[str, np.ndarray], eval_in: np.ndarray) -> list[dict[str, Any]]:
+              parts: dict[str, np.ndarray], eval_in: np.ndarray,
+              saved_lost: dict[int, float]) -> list[dict[str, Any]]:
     """Each leg boundary: the steps around it, its restart seconds, lost work (the earlier
-    leg's time after its last kept point, its evaluations there counted as evaluation) and
-    downtime."""
+    leg's time after its last kept point, its evaluations there counted as evaluation; after a
+    save there, the steps it logged past it: ``saved_lost``) and downtime."""
     out = []
     for i in np.flatnonzero(leg[1:] != leg[:-1]):
         before = run.legs[int(leg[i])]
         after = before.wall_end - wall[i] - eval_in[i]
         lost = max(min(after, float(parts["restarts"][i])), 0.0)
+        lost = saved_lost.get(int(i), lost)
         out.append({"last_step_kept": int(steps[i]), "resumed_at_step": int(steps[i + 1]),
                     "seconds": float(parts["restarts"][i]), "lost_work_seconds": lost,
                     "downtime_seconds": float(parts["restarts"][i]) - lost})
