@@ -320,3 +320,20 @@ def test_the_compare_report_has_a_critical_batch_section_for_batch_only_runs(tmp
                   "-o", other_page)
     assert result.exit_code == 0, result.output
     assert 'id="rc-critical-batch"' not in other_page.read_text()
+
+
+def test_critical_batch_smooth_sets_the_fit_window_and_tb0_reads_the_raw_points(cli):
+    sweep = rc.load_many([SWEEP])
+    raw = rc.critical_batch(sweep, metric="train/loss", smooth="tb:0")
+    out = cli.json("critical-batch", SWEEP, "--metric", "train/loss", "--smooth", "tb:0")
+    assert out["target"] == pytest.approx(raw.target)
+    smallest = min(sweep, key=lambda run: run.batch.global_batch.value)
+    loss = smallest.points_of("train/loss").sort("step")
+    steps, values = loss["step"].to_numpy(), loss["value"].to_numpy()
+    i = int(np.flatnonzero(values <= raw.target)[0])
+    share = (raw.target - values[i - 1]) / (values[i] - values[i - 1])
+    crossed = steps[i - 1] + share * (steps[i] - steps[i - 1])
+    row = next(r for r in out["runs"] if r["run"] == smallest.name)
+    assert row["steps_to_target"] == pytest.approx(crossed)
+    wide = rc.critical_batch(sweep, metric="train/loss", smooth="10%")
+    assert wide.runs[0].steps_to_target != raw.runs[0].steps_to_target

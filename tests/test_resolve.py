@@ -123,3 +123,15 @@ def test_a_world_size_hint_never_overrides_the_global_batch_the_rates_give():
     assert batch.global_batch.value == 4 * 4 * 8 and batch.global_batch.kind == "hint"
     assert [f.code for f in findings] == ["batch-from-hint"]
     assert "--set world_size=N" in findings[0].message
+
+
+def test_a_value_printed_to_fewer_digits_is_no_conflict():
+    # trainer_state.json keeps train_runtime 471.274; the Trainer's stdout prints 471.3
+    stated = {"train_runtime": Fact(471.274, "trainer_state.json: train_runtime", "logged"),
+              "seq_len": Fact(16, "args: max_seq_length", "config")}
+    printed = {"train_runtime": Fact(471.3, "train.log: train_runtime", "logged"),
+               "seq_len": Fact(17, "runcompare.toml: seq_len", "config")}
+    merged, findings = merge_facts(stated, printed, run="r")
+    assert merged["train_runtime"].value == 471.274
+    assert [f.code for f in findings] == ["fact-conflict"]  # 16 against 17 only
+    assert "seq_len is 16" in findings[0].message
