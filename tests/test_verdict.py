@@ -84,7 +84,8 @@ def test_sample_terminal_starts_with_the_verdict_and_says_it_all(cli, tmp_path, 
     band = sample.verdict.noise["half_width"]
     assert (f"within the noise (±{band:.2g} at 95%, the step-to-step scatter of each run's "
             "last 3 evals") in first and "so it is no real lead: call it a tie" in first
-    assert "Seed-to-seed variation is not known from single runs" in first
+    # what would settle a tie of single runs: how many seeds, at what seed spread
+    assert "3 seeds of each would settle it if their spread (sd) is below 0.0074" in first
     assert "mamba at 99,876 tokens, attn at 102,400 tokens" in first
     assert "wall-clock 66.9 s for mamba against 8.5 s for attn, 7.9× less for attn" in first
     assert "the same ratio in device-time (elapsed × world size, 1 device each)" in first
@@ -179,3 +180,68 @@ def test_t_quantiles_match_the_table():
     # Student's t, two-sided 95% (any statistics table)
     for df, t in ((1, 12.7062), (3, 3.1824), (5, 2.5706), (30, 2.0423)):
         assert t_quantile(0.975, df) == pytest.approx(t, abs=1e-4)
+
+
+def _seed_runs(*names):
+    return [run for run in rc.load_many(SEEDS) if not names or run.name in names]
+
+
+def test_single_runs_beyond_their_own_scatter_are_unreplicated_never_clear():
+    # two real runs, one seed each, 23% apart: beyond each run's own eval scatter, but one
+    # run per arm cannot show the seed-to-seed variation
+    verdict = rc.compare(_seed_runs("lr3e-3_seed1", "lr1e-3_seed1")).verdict
+    assert verdict.call == "unreplicated" and verdict.leader == "lr3e-3_seed1"
+    assert verdict.noise["kind"] == "eval-scatter"
+    assert verdict.difference > verdict.noise["half_width"]
+    # what would settle it: Welch's half-width with n seeds, t(0.975, 2(n-1))·sd·√(2/n)
+    for n, t in ((3, 2.7764), (5, 2.3060)):
+        sd = verdict.noise["settle"][str(n)]
+        assert t * sd * math.sqrt(2 / n) == pytest.approx(verdict.difference, rel=1e-3)
+    assert "but unreplicated: one run per arm cannot show the seed-to-seed variation" \
+        in verdict.text
+    assert f"3 seeds of each would settle it if their spread (sd) is below " \
+           f"{verdict.noise['settle']['3']:.2g}" in verdict.text
+    speedup = verdict.race["speedup"]
+    assert speedup["call"] == "unreplicated" and speedup["faster"] == "lr3e-3_seed1"
+    low, high = speedup["interval"]
+    assert low < speedup["value"] < high
+
+
+def test_seed_groups_are_said_in_one_line_and_can_be_switched_off(cli):
+    grouped = rc.compare(_seed_runs()).verdict
+    assert ("Each arm is the mean of a seed group: lr3e-3 (3 runs), lr1e-3 (3 runs) (found "
+            "automatically, runs whose facts agree but for the seed; --no-groups compares "
+            "every run on its own).") in grouped.text
+    speedup = grouped.race["speedup"]
+    assert speedup["call"] == "clear" and speedup["interval"][0] > 1
+    alone = rc.compare(_seed_runs(), groups=False)
+    assert alone.groups == {} and "seed group" not in alone.verdict.text
+    assert alone.verdict.call != "clear" and alone.verdict.noise["kind"] != "seeds"
+    out = cli.json(*SEEDS, "--no-groups", "--no-report")
+    assert out["verdict"]["call"] == alone.verdict.call
+    assert len(out["verdict"]["values"]) == 6
+
+
+def test_a_target_met_at_the_first_log_is_said_so_and_gives_no_speedup(sample):
+    runs = sample.runs
+    verdict = rc.compare(runs, metrics=["train/loss"], target=10.0).verdict
+    assert sorted(verdict.race["before_first"]) == ["attn", "mamba"]
+    assert verdict.race["speedup"] is None
+    assert "mamba at or before its first log (5,120 tokens)" in verdict.text
+    assert "no speedup is measured, as" in verdict.text and "sooner on tokens" not in verdict.text
+
+
+def test_a_training_metric_is_read_at_the_budget_on_a_local_line_not_a_lagging_ema(sample):
+    comparison = rc.compare(sample.runs, metrics=["train/loss"])
+    verdict = comparison.verdict
+    for run in sample.runs:
+        loss = run.frame("tokens").filter(metric="train/loss").sort("x")
+        xs, values = loss["x"].to_numpy(), loss["value"].to_numpy()
+        half = 0.02 * (xs.max() - xs.min())  # the default window: 2% of the range each side
+        near = np.abs(xs - verdict.budget) <= half
+        _slope, at_budget = np.polyfit(xs[near] - verdict.budget, values[near], 1)
+        assert verdict.values[run.name] == pytest.approx(at_budget)
+        # the summary shows the number the verdict used
+        row = comparison.summary.filter(run=run.name, metric="train/loss")
+        assert row["at_common_budget"].item() == pytest.approx(verdict.values[run.name])
+        assert row["curve"].item() == "local-fit"

@@ -258,6 +258,8 @@ def compare(
     group: Annotated[list[str] | None, typer.Option(
         "--group", metavar="NAME=RUN,RUN", help="Seed group (repeatable; default: runs "
         "identical but for the seed).")] = None,
+    no_groups: Annotated[bool, typer.Option(
+        "--no-groups", help="Compare every run on its own: no seed groups.")] = False,
     output: Annotated[Path | None, typer.Option(
         "-o", "--output", metavar="FILE",
         help="Report path (default reports/<a>_vs_<b>.html).")] = None,
@@ -285,7 +287,7 @@ def compare(
                    scheduler)
     comparison = choose(loaded, patterns=runs_like or (), top=top, x=x, metrics=metric or None,
                         smooth=smooth, target=target,
-                        groups=parse_groups(group or (), loaded) or None)
+                        groups=False if no_groups else parse_groups(group or (), loaded) or None)
     report_path = output or default_report_path(comparison.runs)
     report = None if no_report else str(write_report(comparison, report_path))
     if as_json:
@@ -473,6 +475,10 @@ def critical_batch(
     targets: Annotated[list[float] | None, typer.Option(
         "--targets", metavar="VALUE",
         help="Targets of the B_crit curve (repeatable; default: five).")] = None,
+    smooth: Annotated[str | None, typer.Option(
+        "--smooth", metavar="SPEC", help="Window of the training metrics' local fit on the "
+        "samples axis: a half-width such as 20000, a share of the range such as 1% (default "
+        "2%), tb:WEIGHT, or tb:0 for the raw points.")] = None,
     html_path: HtmlOpt = None,
     as_json: JsonOpt = False,
     settings: Settings = None,
@@ -487,7 +493,7 @@ def critical_batch(
     from .report.batchsci import critical_batch_section, print_critical_batch, write_page
 
     loaded = _load(runs, source, settings, duplicates, no_cache, config, pattern)
-    result = fit(loaded, metric=metric, target=target, targets=targets or None)
+    result = fit(loaded, metric=metric, target=target, targets=targets or None, smooth=smooth)
     if html_path is not None:
         write_page(html_path, title="Critical batch", sections=[critical_batch_section(result)],
                    runs=loaded)

@@ -134,15 +134,15 @@ class Comparison:
 
 def compare(runs: Sequence[Run], *, x: str | None = None, metrics: Sequence[str] | None = None,
             smooth: str | float | Smoothing | None = None, target: float | None = None,
-            groups: Mapping[str, Sequence[str]] | None = None) -> Comparison:
+            groups: Mapping[str, Sequence[str]] | bool | None = None) -> Comparison:
     """Compare ``runs`` on axis ``x`` (default: the fair axis the audit proposes).
 
     ``metrics`` defaults to every metric the runs share (the main one first), and the metrics
     named are raced as quality metrics (a glob such as ``"train/*"`` stands for the metrics it
     matches, each of its own kind, led by the loss); ``smooth`` is ``"tb:0.6"``, a half-life in axis units
     (``"50M"``) or a share of the range (``"5%"``); ``target`` (of the main metric) defaults to
-    the worst final value; ``groups`` maps a group name to run names (default: runs identical
-    but for the seed).
+    the worst final value every run reaches; ``groups`` maps a group name to run names (default
+    or True: runs identical but for the seed, found automatically; False: no groups).
     """
     plan = _Plan.of(runs, x, metrics, smooth, groups)
     runs, axis = plan.runs, plan.axis
@@ -163,7 +163,7 @@ def compare(runs: Sequence[Run], *, x: str | None = None, metrics: Sequence[str]
 
 def rank(runs: Sequence[Run], *, x: str | None = None, metrics: Sequence[str] | None = None,
          smooth: str | float | Smoothing | None = None, target: float | None = None,
-         groups: Mapping[str, Sequence[str]] | None = None) -> Verdict:
+         groups: Mapping[str, Sequence[str]] | bool | None = None) -> Verdict:
     """The verdict :func:`compare` gives for these arguments, and nothing else of the
     comparison (no curves aligned, no summary: what ``--top`` ranks a sweep by, in an eighth
     of the time)."""
@@ -185,12 +185,13 @@ class _Plan:
     kinds: dict[str, str]
     smoothing: Smoothing | None
     groups: dict[str, list[str]]
+    auto: bool
     own: list[Finding]
 
     @classmethod
     def of(cls, runs: Sequence[Run], x: str | None, metrics: Sequence[str] | None,
            smooth: str | float | Smoothing | None,
-           groups: Mapping[str, Sequence[str]] | None) -> _Plan:
+           groups: Mapping[str, Sequence[str]] | bool | None) -> _Plan:
         runs = list(runs)
         proposed = propose_axis(runs)
         axis = x or proposed
@@ -214,12 +215,23 @@ class _Plan:
                    curves=_ordered([m for m in chosen if kinds[m] != TOTAL], main, kinds),
                    main=main, kinds=kinds,
                    smoothing=smooth if isinstance(smooth, Smoothing) else parse_smoothing(smooth),
-                   groups={k: list(v) for k, v in groups.items()} if groups else auto_groups(runs),
+                   groups=_groups(runs, groups), auto=groups is None or groups is True,
                    own=[f for run in runs for f in run.findings])
 
     def verdict(self, target: float | None) -> Verdict:
         return decide(self.runs, x=self.axis, metric=self.main, target=target,
-                      groups=self.groups, smoothing=self.smoothing, findings=self.own)
+                      groups=self.groups, smoothing=self.smoothing, findings=self.own,
+                      auto_groups=self.auto)
+
+
+def _groups(runs: Sequence[Run],
+            groups: Mapping[str, Sequence[str]] | bool | None) -> dict[str, list[str]]:
+    """The seed groups: as given, none (False), or found (None, True: :func:`auto_groups`)."""
+    if groups is False:
+        return {}
+    if groups is None or groups is True:
+        return auto_groups(runs)
+    return {k: list(v) for k, v in groups.items()}
 
 
 def _leading(runs: Sequence[Run], chosen: Sequence[str]) -> str:

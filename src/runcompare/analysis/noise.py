@@ -22,8 +22,8 @@ import numpy as np
 
 from .smooth import Smoothing
 
-__all__ = ["Z95", "Scatter", "eval_scatter", "smoothing_factor", "t_quantile", "train_scatter",
-           "welch"]
+__all__ = ["SETTLE_SEEDS", "Z95", "Scatter", "eval_scatter", "seed_sd_to_settle",
+           "smoothing_factor", "t_quantile", "train_scatter", "welch"]
 
 Z95 = 1.959963984540054
 #: The last stretch of the budget whose points measure a training metric's scatter, and the
@@ -32,6 +32,8 @@ _TRAIN_STRETCH, _TRAIN_POINTS = 0.2, 10
 #: The last evals that measure an eval metric's scatter: those in the last half of the budget,
 #: at least 3 (so that one has two neighbours), at most 20.
 _EVAL_STRETCH, _EVAL_MIN, _EVAL_MAX = 0.5, 3, 20
+#: The seeds per arm whose worth a single-run verdict states (:func:`seed_sd_to_settle`).
+SETTLE_SEEDS = (3, 5)
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,17 @@ def smoothing_factor(xs: np.ndarray, smoothing: Smoothing | None, budget: float)
         alpha = np.concatenate([[1.0], 1 - np.exp2(-np.diff(xs) / smoothing.value)])
         weights = alpha * decay
     return float(math.sqrt(float(np.sum(weights ** 2))))
+
+
+def seed_sd_to_settle(difference: float, seeds: int) -> float:
+    """The largest seed-to-seed standard deviation at which ``seeds`` runs of each arm would
+    call a true ``difference`` clear on average: Welch's half-width with equal spreads,
+    t(0.975, 2(n − 1))·s·√(2/n), below the difference.
+
+    >>> round(seed_sd_to_settle(0.1, 3), 4), round(seed_sd_to_settle(0.1, 5), 4)
+    (0.0441, 0.0686)
+    """
+    return difference / (t_quantile(0.975, 2 * (seeds - 1)) * math.sqrt(2 / seeds))
 
 
 def welch(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float, float] | None:

@@ -23,7 +23,8 @@ import polars as pl
 from ..display import did_you_mean
 from ..errors import UnknownMetricError
 from ..model import Run, require_axis
-from .crossing import at_position, crossing, value_at
+from .crossing import at_position, crossing
+from .fit import fit_width, metric_curve, metric_value
 from .kinds import QUALITY, TOTAL, is_eval
 from .smooth import Smoothing, smooth_expr
 
@@ -108,12 +109,18 @@ def summarize(runs: Sequence[Run], *, x: str, metrics: Sequence[str],
                   for run in runs]
         present = [s for s in series if s is not None and s.height]
         budget = min(s.get_column("x")[-1] for s in present) if present else None
-        finals = [s.get_column("value")[-1] for s in present]
+        width = fit_width(curve, [s.get_column("x").to_numpy() for s in present])
+        read = metric if kind == QUALITY else "eval/"  # diagnostics: as logged
+        curves = [None if s is None or not s.height else
+                  metric_curve(s.get_column("x").to_numpy(), s.get_column("value").to_numpy(),
+                               read, width) for s in series]
         goal = None
         if kind == QUALITY:
-            goal = target if target is not None and metric == main else _worst(finals, metric)
-        metric_rows = [_row(run.name, metric, kind, item, budget, goal)
-                       for run, item in zip(runs, series)]
+            goal = target if target is not None and metric == main else _worst(
+                [c[np.isfinite(c)][-1] for c in curves if c is not None and np.isfinite(c).any()],
+                metric)
+        metric_rows = [_row(run.name, metric, kind, item, budget, goal, values, width)
+                       for run, item, values in zip(runs, series, curves)]
         rows += _with_speedups(metric_rows)
     return pl.DataFrame(rows, schema=SUMMARY_SCHEMA, orient="row")
 
@@ -215,10 +222,11 @@ def _worst(finals: list[float], metric: str) -> float | None:
 
 
 def _row(run: str, metric: str, kind: str, frame: pl.DataFrame | None, budget: float | None,
-         goal: float | None) -> tuple[object, ...]:
+         goal: float | None, read: np.ndarray | None, width: float) -> tuple[object, ...]:
     """run, metric, kind, final, best, at_common_budget, x_to_target, elapsed_to_target,
-    budget, target, curve (the speedups are added across runs)."""
-    curve = None if goal is None else "raw" if is_eval(metric) else "smoothed"
+    budget, target, curve (the speedups are added across runs). ``read`` is the curve the
+    crossing and the value at the budget are read off (:func:`.fit.metric_curve`)."""
+    curve = None if goal is None else "raw" if is_eval(metric) else "local-fit"
     if frame is None or not frame.height:
         return (run, metric, kind, None, None, None, None, None, budget, goal, curve)
     xs, values = frame.get_column("x").to_numpy(), frame.get_column("value").to_numpy()
@@ -226,9 +234,8 @@ def _row(run: str, metric: str, kind: str, frame: pl.DataFrame | None, budget: f
     best = None
     if finite.any() and kind == QUALITY:
         best = float(values[finite].max() if higher_is_better(metric) else values[finite].min())
-    at_budget = value_at(xs, values, budget)
-    smoothed = frame.get_column("smoothed").to_numpy()
-    position = crossing(smoothed, goal, higher=higher_is_better(metric))
+    at_budget = metric_value(xs, values, metric if kind == QUALITY else "eval/", budget, width)
+    position = crossing(read, goal, higher=higher_is_better(metric))
     x_to = at_position(xs, position)
     wall = at_position(frame.get_column("elapsed").to_numpy(), position)
     return (run, metric, kind, float(values[-1]), best, at_budget, x_to, wall, budget, goal,

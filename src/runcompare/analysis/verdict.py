@@ -30,15 +30,17 @@ from ..audit import audit, propose_axis
 from ..display import listing
 from ..model import Finding, Run
 from .crossing import at_position, crossing, value_at
+from .fit import fit_noise, fit_width, local_fit, metric_curve, metric_value
 from .kinds import is_eval
-from .noise import Z95, eval_scatter, smoothing_factor, train_scatter, welch
+from .noise import SETTLE_SEEDS, Z95, eval_scatter, seed_sd_to_settle, welch
+from .schedule import Position, describe, equal_fraction, position, schedule_finding, x_at_step
 from .smooth import Smoothing
 from .summary import higher_is_better, metric_series
 from .wording import compose, fairness_phrases
 
 __all__ = ["CALLS", "Verdict", "decide"]
 
-CALLS = ("clear", "within-noise", "not-comparable")
+CALLS = ("clear", "unreplicated", "within-noise", "not-comparable")
 _STEP_AXES = ("step", "micro_step", "epoch")
 #: Findings that make the metric or the axis itself not comparable, with the axes (None: any)
 #: or metrics they concern.
@@ -75,6 +77,9 @@ class Verdict:
     axis_reason: str | None = None
     #: each run's own value at the budget (an arm's value is the mean of its runs'), best first
     run_values: dict[str, float] = field(default_factory=dict)
+    #: when the runs stand at different points of their learning-rate schedules at the
+    #: budget: each run's position, and the comparison to read instead (:mod:`.schedule`)
+    schedule: dict[str, Any] | None = None
 
     def __str__(self) -> str:
         return self.text
@@ -85,7 +90,8 @@ class Verdict:
                 "budget": self.budget, "values": self.values, "leader": self.leader,
                 "difference": self.difference, "relative": self.relative, "noise": self.noise,
                 "call": self.call, "cost": self.cost, "race": self.race,
-                "fairness": self.fairness, "axis_reason": self.axis_reason}
+                "fairness": self.fairness, "axis_reason": self.axis_reason,
+                "schedule": self.schedule}
 
 
 @dataclass
@@ -96,17 +102,20 @@ class _Arm:
     members: list[float] = field(default_factory=list)
     sigma: float | None = None
     scatter: dict[str, Any] = field(default_factory=dict)
-    race: dict[str, float | None] = field(default_factory=dict)
+    race: dict[str, Any] = field(default_factory=dict)
     cost: dict[str, float | None] = field(default_factory=dict)
+    #: each run's crossing of the target on x (None: not reached)
+    crossings: list[float | None] = field(default_factory=list)
 
 
 def decide(runs: Sequence[Run], *, x: str, metric: str | None, target: float | None,
            groups: Mapping[str, Sequence[str]], smoothing: Smoothing | None,
-           findings: Sequence[Finding] = ()) -> Verdict:
+           findings: Sequence[Finding] = (), auto_groups: bool = False) -> Verdict:
     """The verdict on ``metric`` for ``runs`` compared on ``x`` (see the module docstring).
 
     ``smoothing`` is the comparison's smoothing as given (a share of the range is resolved on
-    the verdict's axis); ``findings`` are the runs' own findings.
+    the verdict's axis); ``findings`` are the runs' own findings; ``auto_groups`` says the
+    groups were found automatically (the verdict says so, and how to switch them off).
     """
     axis, reason = _axis(runs, x)
     audited = audit(runs, x=axis) + [f for f in findings if f.run is not None]
@@ -121,17 +130,30 @@ def decide(runs: Sequence[Run], *, x: str, metric: str | None, target: float | N
         return _empty(f"No run logged {metric} on {axis}.", axis, reason, fairness)
     budget = min(float(s.get_column("x")[-1]) for s in series.values())
     arms = _arms(groups, list(series))
-    goal = target if target is not None else _worst(series, metric)
+    width = fit_width(curve, [s.get_column("x").to_numpy() for s in series.values()])
+    curves = _curves(series, metric, width)
+    goal = target if target is not None else _worst(curves, metric)
     for arm in arms:
-        _measure(arm, {name: series[name] for name in arm.runs}, metric, budget, goal, curve)
+        _measure(arm, {name: series[name] for name in arm.runs}, curves, metric, budget, goal,
+                 width)
     ranked = sorted((a for a in arms if a.value is not None),
                     key=lambda a: -a.value if higher_is_better(metric) else a.value)  # type: ignore[operator]
     noise, call = _call(ranked, metric)
-    if len(ranked) < 2 or _breaks(audited, axis, metric):
+    positions = [position(run, axis, budget) for run in runs if run.name in series]
+    shifted = schedule_finding([r for r in runs if r.name in series], positions)
+    schedule = None
+    if shifted is not None and len(ranked) >= 2:
+        fairness = [shifted.message[0].upper() + shifted.message[1:]] + fairness
+        schedule = _schedule(positions, ranked, [r for r in runs if r.name in series], series,
+                             metric, axis, width)
+    if len(ranked) < 2 or _breaks(audited, axis, metric) or schedule is not None:
         call = "not-comparable"
     parts = _Parts(metric=metric, axis=axis, budget=budget, ranked=ranked, goal=goal,
                    target_given=target is not None, noise=noise, call=call, reason=reason,
-                   fairness=fairness, runs=list(runs), curve=curve)
+                   fairness=fairness, runs=list(runs), curve=curve,
+                   speedup=race_speedup(ranked),
+                   groups={a.name: a.runs for a in ranked if len(a.runs) > 1},
+                   auto_groups=auto_groups, schedule=schedule)
     return _verdict(parts)
 
 
@@ -151,6 +173,10 @@ class _Parts:
     fairness: list[str]
     runs: list[Run]
     curve: Smoothing | None
+    speedup: dict[str, Any] | None = None
+    groups: dict[str, list[str]] = field(default_factory=dict)
+    auto_groups: bool = False
+    schedule: dict[str, Any] | None = None
 
 
 def _verdict(parts: _Parts) -> Verdict:
@@ -167,10 +193,13 @@ def _verdict(parts: _Parts) -> Verdict:
         leader=leader.name if leader is not None and len(ranked) >= 2 else None,
         difference=difference, relative=relative, noise=parts.noise, call=parts.call,
         cost={a.name: a.cost for a in ranked}, fairness=parts.fairness,
-        race={"target": parts.goal, "curve": "raw" if is_eval(parts.metric) else "smoothed",
+        race={"target": parts.goal, "curve": "raw" if is_eval(parts.metric) else "local-fit",
               "crossings": {a.name: a.race.get("x") for a in ranked},
-              "elapsed": {a.name: a.race.get("elapsed") for a in ranked}},
-        axis_reason=parts.reason, run_values=_run_values(ranked, parts.metric))
+              "elapsed": {a.name: a.race.get("elapsed") for a in ranked},
+              "before_first": [a.name for a in ranked if a.race.get("before_first")],
+              "speedup": parts.speedup},
+        axis_reason=parts.reason, run_values=_run_values(ranked, parts.metric),
+        schedule=parts.schedule)
 
 
 def _run_values(ranked: list[_Arm], metric: str) -> dict[str, float]:
@@ -237,58 +266,143 @@ def _arms(groups: Mapping[str, Sequence[str]], names: list[str]) -> list[_Arm]:
     return arms + [_Arm(name, [name]) for name in names if name not in grouped]
 
 
-def _worst(series: Mapping[str, pl.DataFrame], metric: str) -> float | None:
-    finals = [float(s.get_column("value")[-1]) for s in series.values()]
-    finite = [v for v in finals if np.isfinite(v)]
-    if not finite:
+def _curves(series: Mapping[str, pl.DataFrame], metric: str,
+            width: float) -> dict[str, np.ndarray]:
+    """Each run's curve its crossings are read off (:func:`.fit.metric_curve`)."""
+    return {name: metric_curve(frame.get_column("x").to_numpy(),
+                               frame.get_column("value").to_numpy(), metric, width)
+            for name, frame in series.items()}
+
+
+def _worst(curves: Mapping[str, np.ndarray], metric: str) -> float | None:
+    """The worst of the runs' last values on their curves: a target every run reaches."""
+    finals = []
+    for values in curves.values():
+        finite = values[np.isfinite(values)]
+        if finite.size:
+            finals.append(float(finite[-1]))
+    if not finals:
         return None
-    return min(finite) if higher_is_better(metric) else max(finite)
+    return min(finals) if higher_is_better(metric) else max(finals)
 
 
-def _measure(arm: _Arm, series: Mapping[str, pl.DataFrame], metric: str, budget: float,
-             goal: float | None, curve: Smoothing | None) -> None:
+def _measure(arm: _Arm, series: Mapping[str, pl.DataFrame], curves: Mapping[str, np.ndarray],
+             metric: str, budget: float, goal: float | None, width: float) -> None:
     """The arm's value, scatter, crossing and cost: means over its runs."""
-    column = "value" if is_eval(metric) else "smoothed"
-    values, sigmas, races, costs, points, bends = [], [], [], [], [], []
-    for frame in series.values():
-        xs = frame.get_column("x").to_numpy()
-        value = value_at(xs, frame.get_column(column).to_numpy(), budget)
+    values, noises, races, costs = [], [], [], []
+    for name, frame in series.items():
+        xs, raw = frame.get_column("x").to_numpy(), frame.get_column("value").to_numpy()
+        value = metric_value(xs, raw, metric, budget, width)
         if value is None:
             return
         values.append(value)
-        scatter = _scatter(frame, metric, budget, curve)
-        if scatter is not None:
-            sigmas.append(scatter[0])
-            points.append(scatter[1])
-            bends.append(scatter[2])
-        position = crossing(frame.get_column("smoothed").to_numpy(), goal,
-                            higher=higher_is_better(metric))
-        races.append({"x": at_position(xs, position),
-                      **{c: at_position(frame.get_column(c).to_numpy(), position)
-                         for c in _COST_AXES}})
+        noises.append(_scatter(xs, raw, metric, budget, width))
+        races.append(_race_of(frame, curves[name], goal, metric, noises[-1], width))
         costs.append({c: value_at(xs, frame.get_column(c).cast(pl.Float64).to_numpy(), budget)
                       for c in _COST_AXES})
     arm.value, arm.members = float(np.mean(values)), values
-    if len(sigmas) == len(values):
+    if all(n is not None for n in noises):
+        sigmas = [n["sigma"] for n in noises]  # type: ignore[index]
         arm.sigma = float(np.sqrt(np.mean(np.square(sigmas)) / len(sigmas)))
-        arm.scatter = {"points": min(points), "bend": any(bends)}
-    arm.race = _mean_dicts(races)
+        arm.scatter = {"points": min(n["points"] for n in noises),  # type: ignore[index]
+                       "bend": any(n.get("bend") for n in noises),  # type: ignore[union-attr]
+                       "rho": max(n.get("rho", 0.0) for n in noises),  # type: ignore[union-attr]
+                       "effective": min(n.get("effective", n["points"])  # type: ignore[union-attr,index]
+                                        for n in noises)}
+    arm.crossings = [r.get("x") for r in races]
+    arm.race = _mean_dicts([{k: r.get(k) for k in ("x", *_COST_AXES)} for r in races])
+    arm.race["before_first"] = any(r.get("before_first") for r in races)
+    arm.race["spread"] = _race_spread(races)
     arm.cost = _mean_dicts(costs)
 
 
-def _scatter(frame: pl.DataFrame, metric: str, budget: float,
-             curve: Smoothing | None) -> tuple[float, int, bool] | None:
-    xs, raw = frame.get_column("x").to_numpy(), frame.get_column("value").to_numpy()
+def _schedule(positions: list[Position], ranked: list[_Arm], runs: list[Run],
+              series: Mapping[str, pl.DataFrame], metric: str, axis: str,
+              width: float) -> dict[str, Any]:
+    """The runs' schedule positions at the budget and the comparison to read instead: each
+    arm at the same fraction of its runs' schedules (:func:`.schedule.equal_fraction`)."""
+    told = {p.run: {"step": p.step, "decayed": p.decayed, "fraction": p.fraction,
+                    "length": p.length, "source": p.source} for p in positions}
+    out: dict[str, Any] = {"positions": told, "instead": None}
+    equal = equal_fraction(positions, runs)
+    if equal is None:
+        return out
+    share, steps = equal
+    by_name = {run.name: run for run in runs}
+    values: dict[str, float] = {}
+    for arm in ranked:
+        found = []
+        for name in arm.runs:
+            x = x_at_step(by_name[name], axis, steps[name])
+            frame = series[name]
+            xs, raw = frame.get_column("x").to_numpy(), frame.get_column("value").to_numpy()
+            found.append(None if x is None else metric_value(xs, raw, metric, x, width))
+        if found and all(v is not None for v in found):
+            values[arm.name] = float(np.mean(found))  # type: ignore[arg-type]
+    order = sorted(values, key=lambda n: -values[n] if higher_is_better(metric) else values[n])
+    out["instead"] = {"share": share, "where": describe(share), "steps": steps,
+                      "values": {n: values[n] for n in order},
+                      "leader": order[0] if len(order) >= 2 else None}
+    return out
+
+
+def _scatter(xs: np.ndarray, raw: np.ndarray, metric: str, budget: float,
+             width: float) -> dict[str, Any] | None:
+    """One run's noise at the budget: the eval scatter, or the fit's noise with the points'
+    autocorrelation."""
     if is_eval(metric):
         found = eval_scatter(xs, raw, budget)
-        return None if found is None else (found.sigma, found.points, found.bend)
-    found = train_scatter(xs, raw, budget)
-    if found is None:
+        return None if found is None else {"sigma": found.sigma, "points": found.points,
+                                           "bend": found.bend}
+    noise = fit_noise(xs, raw, budget, width, budget)
+    return None if noise is None else {"sigma": noise.sigma, "points": noise.points,
+                                       "rho": noise.rho, "effective": noise.effective,
+                                       "point": noise.point}
+
+
+def _race_of(frame: pl.DataFrame, curve: np.ndarray, goal: float | None, metric: str,
+             noise: dict[str, Any] | None, width: float) -> dict[str, Any]:
+    """Where one run's curve crosses ``goal`` on x and the cost axes, whether that was at or
+    before its first point (no measured crossing), and the crossing's standard deviation on x
+    (the curve's noise there over its slope)."""
+    xs = frame.get_column("x").to_numpy()
+    position = crossing(curve, goal, higher=higher_is_better(metric))
+    race: dict[str, Any] = {"x": at_position(xs, position),
+                            **{c: at_position(frame.get_column(c).to_numpy(), position)
+                               for c in _COST_AXES}}
+    race["before_first"] = position == 0.0
+    race["sd"] = None
+    if position is None or position == 0.0 or noise is None or race["x"] is None:
+        return race
+    x = float(race["x"])
+    step = max(width, float(np.median(np.diff(xs))) if xs.size > 1 else 0.0)
+    lo, hi = max(x - step, float(xs[0])), min(x + step, float(xs[-1]))
+    if hi <= lo:
+        return race
+    raw = frame.get_column("value").to_numpy()
+    ends = local_fit(xs, raw, np.array([lo, hi]), width) if not is_eval(metric) \
+        else np.interp([lo, hi], xs, curve)
+    slope = float(ends[1] - ends[0]) / (hi - lo)
+    if is_eval(metric):
+        sigma: float | None = noise["sigma"]
+    else:
+        found = fit_noise(xs, raw, x, width, float(xs[-1]))
+        sigma = found.sigma if found is not None else None
+    if sigma is not None and slope != 0 and np.isfinite(slope):
+        race["sd"] = sigma / abs(slope)
+    return race
+
+
+def _race_spread(races: list[dict[str, Any]]) -> float | None:
+    """The standard deviation of log x at the crossing of one run (single runs: from its
+    noise), None when unknown."""
+    if len(races) != 1:
         return None
-    return found.sigma * smoothing_factor(xs, curve, budget), found.points, False
+    x, sd = races[0].get("x"), races[0].get("sd")
+    return sd / x if x and sd is not None else None
 
 
-def _mean_dicts(items: list[dict[str, float | None]]) -> dict[str, float | None]:
+def _mean_dicts(items: list[dict[str, float | None]]) -> dict[str, Any]:
     """Key by key, the mean over runs; None unless every run has the number."""
     keys = items[0].keys() if items else ()
     return {k: None if any(i[k] is None for i in items)
@@ -296,7 +410,12 @@ def _mean_dicts(items: list[dict[str, float | None]]) -> dict[str, float | None]
 
 
 def _call(ranked: list[_Arm], metric: str) -> tuple[dict[str, Any] | None, str]:
-    """The noise estimate behind the call, and the call (before the fairness check)."""
+    """The noise estimate behind the call, and the call (before the fairness check).
+
+    Two or more seeds in both arms: Welch's interval, ``clear`` when it excludes zero. Else
+    the runs' own noise at the budget: a margin beyond it is ``unreplicated`` (ahead beyond
+    the runs' scatter, the seed-to-seed variation unknown), never ``clear``.
+    """
     if len(ranked) < 2:
         return None, "not-comparable"
     leader, runner = ranked[0], ranked[1]
@@ -309,14 +428,49 @@ def _call(ranked: list[_Arm], metric: str) -> tuple[dict[str, Any] | None, str]:
                  "n": {leader.name: len(leader.members), runner.name: len(runner.members)},
                  "half_width": (hi - lo) / 2}
         return noise, "clear" if lo > 0 else "within-noise"
+    settle = {str(n): seed_sd_to_settle(difference, n) for n in SETTLE_SEEDS}
     if leader.sigma is None or runner.sigma is None:
-        return {"kind": "unknown", "half_width": None}, "within-noise"
+        return {"kind": "unknown", "half_width": None, "settle": settle}, "within-noise"
     band = Z95 * float(np.hypot(leader.sigma, runner.sigma))
-    noise = {"kind": "eval-scatter" if is_eval(metric) else "train-scatter",
+    noise = {"kind": "eval-scatter" if is_eval(metric) else "train-fit",
              "half_width": band, "sigma": {leader.name: leader.sigma, runner.name: runner.sigma},
              "points": {a.name: a.scatter.get("points") for a in (leader, runner)},
-             "bend": bool(leader.scatter.get("bend") or runner.scatter.get("bend"))}
-    return noise, "clear" if difference > band else "within-noise"
+             "bend": bool(leader.scatter.get("bend") or runner.scatter.get("bend")),
+             "settle": settle}
+    if not is_eval(metric):
+        noise["rho"] = {a.name: a.scatter.get("rho") for a in (leader, runner)}
+        noise["effective"] = {a.name: a.scatter.get("effective") for a in (leader, runner)}
+    return noise, "unreplicated" if difference > band else "within-noise"
+
+
+def race_speedup(ranked: list[_Arm]) -> dict[str, Any] | None:
+    """How much sooner the faster of the two leading arms crossed the target, on x: the ratio
+    of their mean crossings, with a 95% interval and a call. Seed groups: Welch's interval of
+    the difference of their mean log crossings (``clear`` when it excludes zero). Single runs:
+    each crossing's own noise on log x (``unreplicated`` beyond it, never ``clear``). None when
+    either arm has no measured crossing (not reached, or at or before its first point)."""
+    if len(ranked) < 2:
+        return None
+    a, b = ranked[0], ranked[1]
+    if any(arm.race.get("before_first") or not arm.crossings
+           or any(not c for c in arm.crossings) for arm in (a, b)):
+        return None
+    (fast, slow) = sorted((a, b), key=lambda arm: arm.race["x"])
+    ratio = slow.race["x"] / fast.race["x"]
+    out: dict[str, Any] = {"faster": fast.name, "slower": slow.name, "value": ratio,
+                           "interval": None, "call": None}
+    logs = [np.log(np.array(arm.crossings, dtype=float)) for arm in (slow, fast)]
+    if len(logs[0]) >= 2 and len(logs[1]) >= 2:
+        _d, low, high, _df = welch(*logs)  # type: ignore[misc]
+        out["interval"] = [float(np.exp(low)), float(np.exp(high))]
+        out["call"] = "clear" if low > 0 or high < 0 else "within-noise"
+        return out
+    spreads = [arm.race.get("spread") for arm in (a, b)]
+    if len(a.crossings) == len(b.crossings) == 1 and all(s is not None for s in spreads):
+        half = Z95 * float(np.hypot(*spreads))  # type: ignore[arg-type]
+        out["interval"] = [float(ratio * np.exp(-half)), float(ratio * np.exp(half))]
+        out["call"] = "unreplicated" if np.log(ratio) > half else "within-noise"
+    return out
 
 
 def _breaks(findings: Sequence[Finding], axis: str, metric: str) -> bool:

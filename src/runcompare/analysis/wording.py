@@ -142,12 +142,13 @@ def _at(axis: str, value: float) -> str:
 
 def compose(parts: _Parts) -> str:
     """The verdict's sentences (see the module docstring)."""
-    sentences = [_level(parts), _noise(parts), _race(parts), _cost(parts), _fair(parts)]
+    sentences = [_level(parts), _grouping(parts), _noise(parts), _race(parts), _cost(parts),
+                 _fair(parts)]
     return " ".join(s for s in sentences if s)
 
 
 def _name(parts: _Parts) -> str:
-    return parts.metric if is_eval(parts.metric) else f"{parts.metric} (smoothed)"
+    return parts.metric if is_eval(parts.metric) else f"{parts.metric} (local fit)"
 
 
 def _level(parts: _Parts) -> str:
@@ -169,8 +170,22 @@ def _level(parts: _Parts) -> str:
             f"({way} is better).")
 
 
+def _grouping(parts: _Parts) -> str:
+    """One sentence on the seed groups the arms are: which, and how they were made."""
+    if not parts.groups:
+        return ""
+    sizes = [f"{name} ({len(runs)} runs)" for name, runs in parts.groups.items()]
+    shown = listing(sizes[:_OTHERS]) + (f" and {len(sizes) - _OTHERS} more"
+                                         if len(sizes) > _OTHERS else "")
+    how = ("found automatically, runs whose facts agree but for the seed; --no-groups "
+           "compares every run on its own" if parts.auto_groups else "as given by --group")
+    return f"Each arm is the mean of a seed group: {shown} ({how})."
+
+
 def _noise(parts: _Parts) -> str:
     noise, call = parts.noise or {}, parts.call
+    if call == "not-comparable" and parts.schedule is not None:
+        return _instead(parts)
     if call == "not-comparable":
         return ("No call is made: the runs are not comparable on this as it stands (see the "
                 "caveats below)." if len(parts.ranked) >= 2 else "")
@@ -183,22 +198,58 @@ def _noise(parts: _Parts) -> str:
         return (f"Across seeds the 95% interval of {parts.ranked[0].name}'s advantage is "
                 f"{low:.3g} to {high:.3g} (Welch, n = {n} runs), which {where} "
                 f"zero: {end}")
-    caveat = ("Seed-to-seed variation is not known from single runs and typically exceeds "
-              "this noise.")
-    if kind != "eval-scatter" and kind != "train-scatter":
+    settle = _settle(noise)
+    if kind != "eval-scatter" and kind != "train-fit":
         return ("Whether that is more than noise cannot be told: too few points near the "
-                f"budget to measure it. {caveat}")
-    band = f"±{_small(noise['half_width'])} at 95%, {_scatter_words(noise, parts)}"
-    if call == "clear":
-        return f"That is clear of the noise ({band}). {caveat}"
+                f"budget to measure it. {settle}")
+    band = f"±{_small(noise['half_width'])} at 95%, {_scatter_words(noise)}"
+    if call == "unreplicated":
+        return (f"That is beyond each run's own scatter ({band}) but unreplicated: one run "
+                f"per arm cannot show the seed-to-seed variation, which often exceeds it. "
+                f"{settle}")
     return (f"That margin is within the noise ({band}), so it is no real lead: call it a tie. "
-            f"{caveat}")
+            f"{settle}")
 
 
-def _scatter_words(noise: dict[str, Any], parts: _Parts) -> str:
-    if noise["kind"] == "train-scatter":
-        return ("the spread of each run's raw points over the last stretch before the budget, "
-                "as the smoothing averages them")
+def _instead(parts: _Parts) -> str:
+    """No call at the budget when the schedules' positions differ, and what to read instead."""
+    text = ("No call is made at the budget: the runs stand at different points of their "
+            "learning-rate schedules there, so the value favours the run that has annealed "
+            "more.")
+    instead = (parts.schedule or {}).get("instead")
+    if not instead or len(instead["values"]) < 2:
+        return text + " Compare the finals of runs that each completed their schedule."
+    (lead, best), (runner, value) = list(instead["values"].items())[:2]
+    steps = instead["steps"]
+    where = ", ".join(f"{name} at step {fmt(steps[name])}" for arm in parts.ranked
+                      for name in arm.runs if name in steps)
+    gap = abs(best - value)
+    return (f"{text} Read instead {instead['where']} ({where}): {lead} {fmt(best)} against "
+            f"{runner}'s {fmt(value)}, {lead} ahead by {_small(gap)}"
+            + (f" ({_percent(gap / abs(value))})" if value else "") + ".")
+
+
+def _settle(noise: dict[str, Any]) -> str:
+    """What would settle a single-run verdict: how many seeds, at what seed spread."""
+    settle = noise.get("settle") or {}
+    if not settle:
+        return ""
+    pieces = [f"{n} seeds" + (" of each would settle it if their spread (sd) is below "
+                              if i == 0 else " if below ") + _small(sd)
+              for i, (n, sd) in enumerate(settle.items()) if sd > 0]
+    return f"{', '.join(pieces)}." if pieces else ""
+
+
+def _scatter_words(noise: dict[str, Any]) -> str:
+    if noise["kind"] == "train-fit":
+        rho = max((r for r in noise.get("rho", {}).values() if r is not None), default=0.0)
+        worth = min((e for e in noise.get("effective", {}).values() if e is not None),
+                    default=None)
+        words = "the scatter of each run's raw points around its local fit"
+        if rho > 0.05 and worth is not None:
+            words += (f", whose neighbouring points move together (lag-1 correlation "
+                      f"{rho:.2f}: the fit is worth {worth:.3g} independent points)")
+        return words
     fewest = min(p for p in noise["points"].values() if p is not None)
     words = f"the step-to-step scatter of each run's last {fewest} evals"
     if noise.get("bend"):
@@ -211,14 +262,21 @@ def _race(parts: _Parts) -> str:
     if parts.goal is None or len(parts.ranked) < 2:
         return ""
     sign = "≥" if higher_is_better(parts.metric) else "≤"
-    why = "the target" if parts.target_given else "the worst final value"
-    how = "between raw evals" if is_eval(parts.metric) else "on the smoothed curve"
-    crossings = [(a.name, a.race.get("x"), a.race.get("elapsed")) for a in parts.ranked]
-    told = listing([f"{name} at {_unit(parts.axis, x)}" if x is not None
-                    else f"{name} not by its last point" for name, x, _ in crossings])
+    why = "the target" if parts.target_given else "the worst final value, which every run reaches"
+    how = "between raw evals" if is_eval(parts.metric) else "on the local fit of the raw points"
+    told = listing([_crossing_words(parts.axis, a) for a in parts.ranked])
     text = (f"Race to {parts.metric} {sign} {fmt(parts.goal)} ({why}; crossings interpolated "
             f"{how}): {told}")
-    return text + _speedups(crossings, parts.axis) + "."
+    return text + _speedups(parts) + "."
+
+
+def _crossing_words(axis: str, arm: _Arm) -> str:
+    x = arm.race.get("x")
+    if x is None:
+        return f"{arm.name} not by its last point"
+    if arm.race.get("before_first"):
+        return f"{arm.name} at or before its first log ({_unit(axis, x)})"
+    return f"{arm.name} at {_unit(axis, x)}"
 
 
 def _unit(axis: str, value: float) -> str:
@@ -230,15 +288,24 @@ def _unit(axis: str, value: float) -> str:
     return _at(axis, value).split(" ", 1)[1]
 
 
-def _speedups(crossings: list[tuple[str, float | None, float | None]], axis: str) -> str:
-    out = ""
-    for index, label in ((1, f"on {axis}"), (2, "in wall-clock")):
-        known = [(c[0], c[index]) for c in crossings[:2] if c[index]]
-        if len(known) < 2:
-            continue
-        (fast, a), (_slow, b) = sorted(known, key=lambda item: item[1])
-        times = f", {seconds(a)} against {seconds(b)}" if index == 2 else ""
-        out += f"; {fast} {ratio(b / a)} sooner {label}{times}"
+def _speedups(parts: _Parts) -> str:
+    speedup = parts.speedup
+    arms = parts.ranked[:2]
+    if speedup is None:
+        early = [a.name for a in arms if a.race.get("before_first")]
+        met = listing(early, sep=" and " if len(early) == 2 else ", ")
+        return f"; no speedup is measured, as {met} already met it at the first log" \
+            if early else ""
+    out = f"; {speedup['faster']} {ratio(speedup['value'])} sooner on {parts.axis}"
+    if speedup.get("interval"):
+        low, high = speedup["interval"]
+        what = {"clear": "clear", "unreplicated": "beyond the runs' own noise, unreplicated",
+                "within-noise": "within the noise: no real speedup"}[speedup["call"]]
+        out += f" (95% interval {ratio(low)} to {ratio(high)}, {what})"
+    walls = [(a.name, a.race.get("elapsed")) for a in arms]
+    if all(w for _, w in walls):
+        (fast, a), (_slow, b) = sorted(walls, key=lambda item: item[1])  # type: ignore[arg-type,return-value]
+        out += f"; {fast} {ratio(b / a)} sooner in wall-clock, {seconds(a)} against {seconds(b)}"
     return out
 
 
