@@ -86,8 +86,8 @@ def test_the_ema_sees_only_distances_even_far_out_on_the_axis():
 def test_a_half_life_too_short_for_the_range_is_refused_in_one_line(cli):
     runs = rc.load_many([SAMPLES / "mamba", SAMPLES / "attn"])
     with pytest.raises(UsageError, match=r"--smooth 1e-09: that half-life is .* times shorter"):
-        rc.compare(runs, x="tokens", smooth=1e-9)
-    result = cli(SAMPLES / "mamba", SAMPLES / "attn", "--x", "tokens", "--smooth", "1e-9",
+        rc.compare(runs, x="tokens", smooth="1e-12k")  # a bare 1e-9 is a TensorBoard weight
+    result = cli(SAMPLES / "mamba", SAMPLES / "attn", "--x", "tokens", "--smooth", "1e-12k",
                  "--no-report")
     assert result.exit_code == 2 and "Traceback" not in result.output  # as a bad --smooth is
     assert rc.compare(runs, x="tokens", smooth=1).verdict.metric == "eval/loss"

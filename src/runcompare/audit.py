@@ -81,7 +81,7 @@ def axis_fallback(runs: Sequence[Run], proposed: str) -> list[Finding]:
 def audit(runs: Sequence[Run], *, x: str) -> list[Finding]:
     """Findings about comparing ``runs`` on axis ``x`` (empty for a fair comparison)."""
     checks = (_batch, _seq_len, _step_units, _world_size, _learning_rate, _padding,
-              _loss_normalisation, _eval_cadence, _axis_question)
+              _token_sources, _loss_normalisation, _eval_cadence, _axis_question)
     return [finding for check in checks for finding in check(runs, x)]
 
 
@@ -185,6 +185,23 @@ def _padding(runs: Sequence[Run], x: str) -> list[Finding]:
                 "include_num_input_tokens_seen='non_padding', or drop the counter and pass "
                 f"--set {run.name}:seq_len=N for the schedule", run.name))
     return findings
+
+
+def _token_sources(runs: Sequence[Run], x: str) -> list[Finding]:
+    """Tokens counted by a logged counter in some runs and worked out from the schedule
+    (steps × global batch × sequence length: every sequence full) in others."""
+    if x != "tokens" or len(runs) < 2:
+        return []
+    counted = [r.name for r in runs if r.axis_sources.get("tokens", "").startswith("logged")]
+    scheduled = [r.name for r in runs if r.axis_sources.get("tokens", "").startswith("schedule")]
+    if not counted or not scheduled:
+        return []
+    return [Finding("warning", "token-sources-differ",
+                    f"the tokens of {listing(counted)} are a logged counter and those of "
+                    f"{listing(scheduled)} are steps × global batch × sequence length, which "
+                    "takes every sequence as full: with padding or packing the two count "
+                    "different things. Give every run the same source (a counter for all, or "
+                    "drop the counters with --source and --set seq_len=N)")]
 
 
 def _fact(run: Run, name: str) -> object:

@@ -9,10 +9,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import polars as pl
 
 from ..audit import audit, axis_fallback, propose_axis
-from ..display import did_you_mean
+from ..display import did_you_mean, fmt
 from ..errors import InputError, UnknownMetricError
 from ..model import Finding, Findings, Run, require_axis
 from .align import aggregate, align
@@ -20,8 +21,16 @@ from .differs import Differences, differences
 from .groups import auto_groups
 from .kinds import QUALITY, TOTAL, metric_kind, metric_kinds
 from .select import expand_metrics, is_glob
-from .smooth import Smoothing, parse_smoothing
-from .summary import check_metrics, main_metric, shared_metrics, summarize, throughput, totals
+from .smooth import Smoothing, parse_smoothing, smoothing_scale
+from .summary import (
+    check_metrics,
+    higher_is_better,
+    main_metric,
+    shared_metrics,
+    summarize,
+    throughput,
+    totals,
+)
 from .verdict import Verdict, decide
 
 if TYPE_CHECKING:
@@ -71,8 +80,9 @@ class Comparison:
 
     @cached_property
     def aligned(self) -> pl.DataFrame:
-        """Every curve metric of every run on a common grid (:func:`~.align.align`)."""
-        return align(self.runs, x=self.x, metrics=self.metrics, smoothing=self.smoothing)
+        """Every curve metric of every run on a common grid (:func:`~.align.align`), ``smoothed``
+        with the drawn curves' smoothing (the default's too)."""
+        return align(self.runs, x=self.x, metrics=self.metrics, smoothing=self.curve)
 
     @cached_property
     def bands(self) -> pl.DataFrame:
@@ -150,7 +160,7 @@ def compare(runs: Sequence[Run], *, x: str | None = None, metrics: Sequence[str]
     smoothing = plan.smoothing.resolved(span) if plan.smoothing is not None else None
     curve = smoothing or Smoothing("x", 0.0, _DEFAULT_HALF_LIFE).resolved(span or 1.0)
     findings = (axis_fallback(runs, plan.proposed) if x is None else []) + audit(runs, x=axis) \
-        + plan.own
+        + _scale(plan.smoothing, runs, axis, span) + plan.own
     summary = summarize(runs, x=axis, metrics=plan.curves, target=target, main=plan.main,
                         kinds=plan.kinds, curve=curve)
     return Comparison(runs=runs, x=axis, metrics=plan.curves, main=plan.main, summary=summary,
@@ -187,6 +197,8 @@ class _Plan:
     groups: dict[str, list[str]]
     auto: bool
     own: list[Finding]
+    #: why the main metric is not the usual one, or that it got worse in every run
+    note: str | None = None
 
     @classmethod
     def of(cls, runs: Sequence[Run], x: str | None, metrics: Sequence[str] | None,
@@ -210,18 +222,54 @@ class _Plan:
                              "that log the same metric, or name one each has with --metric")
         main = (named[0] if named and chosen[0] == named[0] else _leading(runs, chosen)) \
             if metrics else main_metric(runs)
+        main, note = _improving(runs, main, chosen, named)
         kinds = metric_kinds(_points(runs, chosen), named=named + [main or ""])
         return cls(runs=runs, axis=axis, proposed=proposed, chosen=chosen,
                    curves=_ordered([m for m in chosen if kinds[m] != TOTAL], main, kinds),
                    main=main, kinds=kinds,
                    smoothing=smooth if isinstance(smooth, Smoothing) else parse_smoothing(smooth),
                    groups=_groups(runs, groups), auto=groups is None or groups is True,
-                   own=[f for run in runs for f in run.findings])
+                   own=[f for run in runs for f in run.findings], note=note)
 
     def verdict(self, target: float | None) -> Verdict:
         return decide(self.runs, x=self.axis, metric=self.main, target=target,
                       groups=self.groups, smoothing=self.smoothing, findings=self.own,
-                      auto_groups=self.auto)
+                      auto_groups=self.auto, note=self.note)
+
+
+def _worse(runs: Sequence[Run], metric: str) -> dict[str, tuple[float, float]] | None:
+    """Each run's first and last logged value of ``metric`` when it got worse over training
+    in every run (its last value worse than its first); else None."""
+    higher = higher_is_better(metric)
+    ends = {}
+    for run in runs:
+        values = run.points_of(metric).sort("step", maintain_order=True).get_column("value")
+        values = values.filter(values.is_finite())
+        if values.len() < 2:
+            return None
+        first, last = float(values[0]), float(values[-1])
+        if (last >= first) if higher else (last <= first):
+            return None
+        ends[run.name] = (first, last)
+    return ends
+
+
+def _improving(runs: Sequence[Run], main: str | None, chosen: Sequence[str],
+               named: Sequence[str]) -> tuple[str | None, str | None]:
+    """The main metric, moved to another quality metric when it got worse in every run and
+    was not named (``--metric``), and the sentence that says so."""
+    worse = _worse(runs, main) if main is not None and len(runs) > 1 else None
+    if worse is None:
+        return main, None
+    told = ", ".join(f"{name} {fmt(a)} → {fmt(b)}" for name, (a, b) in list(worse.items())[:4])
+    said = (f"{main} got worse over training in every run ({told}{', ...' if len(worse) > 4 else ''}), "
+            "so it does not measure what the training improved")
+    if main not in named:
+        for other in ("train/loss", *chosen):
+            if other != main and other in chosen and metric_kind(other) == QUALITY \
+                    and _worse(runs, other) is None:
+                return other, f"Decided on {other}: {said}."
+    return main, f"Note: {said}; the verdict rests on it all the same."
 
 
 def _groups(runs: Sequence[Run],
@@ -256,6 +304,20 @@ def _ordered(metrics: Sequence[str], main: str | None, kinds: Mapping[str, str])
     head = [main] if main is not None and main in metrics else []
     return head + [m for m in rest if kinds[m] == QUALITY] + [m for m in rest
                                                              if kinds[m] != QUALITY]
+
+
+def _scale(smoothing: Smoothing | None, runs: Sequence[Run], x: str,
+           span: float) -> list[Finding]:
+    """A ``smoothing-scale`` warning for a half-life that smooths nothing or everything."""
+    if smoothing is None or smoothing.fraction is not None:
+        return []
+    spacings = []
+    for run in runs:
+        xs = run.scalars.get_column(x).drop_nulls().unique().sort().cast(pl.Float64).to_numpy()
+        if xs.size > 1:
+            spacings.append(float(np.median(np.diff(xs))))
+    why = smoothing_scale(smoothing, float(np.median(spacings)) if spacings else 0.0, span, x)
+    return [Finding("warning", "smoothing-scale", why)] if why else []
 
 
 def _x_range(runs: Sequence[Run], x: str) -> float:

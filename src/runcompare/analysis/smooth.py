@@ -17,7 +17,7 @@ import polars as pl
 
 from ..errors import UsageError
 
-__all__ = ["Smoothing", "parse_smoothing", "smooth_expr"]
+__all__ = ["Smoothing", "parse_smoothing", "smooth_expr", "smoothing_scale"]
 
 _SUFFIX = {"": 1, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "B": 1e9, "T": 1e12}
 #: Resolution of the x-aware EMA on the integer time index polars needs: a millionth of a
@@ -58,8 +58,13 @@ class Smoothing:
 def parse_smoothing(spec: str | float | None) -> Smoothing | None:
     """``"tb:0.6"``, ``"50M"``, ``"2000"``, ``"5%"`` (or a float half-life) into a Smoothing.
 
+    A bare number in [0, 1) is TensorBoard's weight (what a TensorBoard user types); a
+    half-life is 1 or more, or a percentage of the range.
+
     >>> parse_smoothing("tb:0.9"), parse_smoothing("50M").value, parse_smoothing("5%").fraction
     (Smoothing(kind='tb', value=0.9, fraction=None), 50000000.0, 0.05)
+    >>> parse_smoothing("0.6"), parse_smoothing(0.6) == parse_smoothing("tb:0.6")
+    (Smoothing(kind='tb', value=0.6, fraction=None), True)
     """
     if spec is None or spec == "":
         return None
@@ -80,7 +85,10 @@ def parse_smoothing(spec: str | float | None) -> Smoothing | None:
     if not match:
         raise UsageError(f"--smooth {spec!r}: expected tb:WEIGHT, a half-life such as 50M, "
                          "or a percentage of the range such as 5%")
-    half_life = _number(match.group(1), spec) * _SUFFIX[match.group(2)]
+    number = _number(match.group(1), spec)
+    if not match.group(2) and 0 <= number < 1:
+        return Smoothing("tb", number)
+    half_life = number * _SUFFIX[match.group(2)]
     if half_life <= 0:
         raise UsageError(f"--smooth {spec!r}: the half-life must be positive")
     return Smoothing("x", half_life)
@@ -111,3 +119,25 @@ def smooth_expr(smoothing: Smoothing, *, value: str = "value", x: str = "x") -> 
     ticks = ((pl.col(x) - pl.col(x).min()) / smoothing.value * _TICKS).round().cast(pl.Int64)
     ema = masked.ewm_mean_by(ticks, half_life=f"{_TICKS}i")
     return pl.when(finite).then(ema).otherwise(raw)
+
+
+def smoothing_scale(smoothing: Smoothing, spacing: float, x_range: float, x: str) -> str | None:
+    """Why an x-aware half-life does nothing useful, if it does not: below the spacing of the
+    points (no smoothing at all) or above the x range (a flat line); else None.
+
+    >>> smoothing_scale(Smoothing("x", 0.6), 5120.0, 1e5, "tokens")[:48]
+    '--smooth 0.6: a half-life of 0.6 tokens is below'
+    >>> smoothing_scale(Smoothing("x", 20000.0), 5120.0, 1e5, "tokens") is None
+    True
+    """
+    if smoothing.kind != "x" or smoothing.fraction is not None:
+        return None
+    given = f"--smooth {smoothing.value:g}: a half-life of {smoothing.value:,.6g} {x}"
+    if spacing > 0 and smoothing.value < spacing:
+        return (f"{given} is below the spacing of the logged points ({spacing:,.6g} {x}), so "
+                "the curves are not smoothed at all; give a share of the range such as 5%, or "
+                "tb:0.6 for TensorBoard's weight")
+    if x_range > 0 and smoothing.value > x_range:
+        return (f"{given} is longer than the x range ({x_range:,.6g} {x}), so the curves are "
+                "flattened to their start; give a share of the range such as 5%")
+    return None

@@ -27,7 +27,7 @@ import numpy as np
 import polars as pl
 
 from ..audit import audit, propose_axis
-from ..display import listing
+from ..display import fmt, listing
 from ..model import Finding, Run
 from .crossing import at_position, crossing, value_at
 from .fit import fit_noise, fit_width, local_fit, metric_curve, metric_value
@@ -110,12 +110,14 @@ class _Arm:
 
 def decide(runs: Sequence[Run], *, x: str, metric: str | None, target: float | None,
            groups: Mapping[str, Sequence[str]], smoothing: Smoothing | None,
-           findings: Sequence[Finding] = (), auto_groups: bool = False) -> Verdict:
+           findings: Sequence[Finding] = (), auto_groups: bool = False,
+           note: str | None = None) -> Verdict:
     """The verdict on ``metric`` for ``runs`` compared on ``x`` (see the module docstring).
 
     ``smoothing`` is the comparison's smoothing as given (a share of the range is resolved on
     the verdict's axis); ``findings`` are the runs' own findings; ``auto_groups`` says the
-    groups were found automatically (the verdict says so, and how to switch them off).
+    groups were found automatically (the verdict says so, and how to switch them off);
+    ``note`` is a sentence on the choice of ``metric`` said right after the lead.
     """
     axis, reason = _axis(runs, x)
     audited = audit(runs, x=axis) + [f for f in findings if f.run is not None]
@@ -129,6 +131,11 @@ def decide(runs: Sequence[Run], *, x: str, metric: str | None, target: float | N
     if not series:
         return _empty(f"No run logged {metric} on {axis}.", axis, reason, fairness)
     budget = min(float(s.get_column("x")[-1]) for s in series.values())
+    start = max(float(s.get_column("x")[0]) for s in series.values())
+    missing = [run.name for run in runs if run.name not in series]
+    if len(series) > 1 and budget <= start:
+        said = " ".join(n for n in (_apart(series, axis), _left_out(missing, metric, axis)) if n)
+        return _empty(said, axis, reason, fairness, metric)
     arms = _arms(groups, list(series))
     width = fit_width(curve, [s.get_column("x").to_numpy() for s in series.values()])
     curves = _curves(series, metric, width)
@@ -148,12 +155,13 @@ def decide(runs: Sequence[Run], *, x: str, metric: str | None, target: float | N
                              metric, axis, width)
     if len(ranked) < 2 or _breaks(audited, axis, metric) or schedule is not None:
         call = "not-comparable"
+    note = " ".join(n for n in (note, _left_out(missing, metric, axis)) if n) or None
     parts = _Parts(metric=metric, axis=axis, budget=budget, ranked=ranked, goal=goal,
                    target_given=target is not None, noise=noise, call=call, reason=reason,
                    fairness=fairness, runs=list(runs), curve=curve,
                    speedup=race_speedup(ranked),
                    groups={a.name: a.runs for a in ranked if len(a.runs) > 1},
-                   auto_groups=auto_groups, schedule=schedule)
+                   auto_groups=auto_groups, schedule=schedule, note=note)
     return _verdict(parts)
 
 
@@ -177,6 +185,7 @@ class _Parts:
     groups: dict[str, list[str]] = field(default_factory=dict)
     auto_groups: bool = False
     schedule: dict[str, Any] | None = None
+    note: str | None = None
 
 
 def _verdict(parts: _Parts) -> Verdict:
@@ -208,8 +217,9 @@ def _run_values(ranked: list[_Arm], metric: str) -> dict[str, float]:
     return dict(values)
 
 
-def _empty(text: str, axis: str, reason: str | None, fairness: list[str]) -> Verdict:
-    return Verdict(text=text, metric=None, axis=axis, budget=None, values={}, leader=None,
+def _empty(text: str, axis: str, reason: str | None, fairness: list[str],
+           metric: str | None = None) -> Verdict:
+    return Verdict(text=text, metric=metric, axis=axis, budget=None, values={}, leader=None,
                    difference=None, relative=None, noise=None, call="not-comparable",
                    fairness=fairness, axis_reason=reason)
 
@@ -441,6 +451,22 @@ def _call(ranked: list[_Arm], metric: str) -> tuple[dict[str, Any] | None, str]:
         noise["rho"] = {a.name: a.scatter.get("rho") for a in (leader, runner)}
         noise["effective"] = {a.name: a.scatter.get("effective") for a in (leader, runner)}
     return noise, "unreplicated" if difference > band else "within-noise"
+
+
+def _left_out(missing: list[str], metric: str, axis: str) -> str | None:
+    """The runs the verdict leaves out, said (never silently)."""
+    if not missing:
+        return None
+    return (f"{listing(missing)} logged no {metric} on {axis} and {'is' if len(missing) == 1 else 'are'} "
+            "left out of this verdict.")
+
+
+def _apart(series: Mapping[str, pl.DataFrame], axis: str) -> str:
+    """Why runs that share no stretch of the axis get no call."""
+    spans = [f"{name} {fmt(float(s.get_column('x')[0]))} to {fmt(float(s.get_column('x')[-1]))}"
+             for name, s in series.items()]
+    return (f"The runs share no stretch of {axis} ({listing(spans)}), so no value is compared "
+            "at a common budget: they are not comparable as they stand.")
 
 
 def race_speedup(ranked: list[_Arm]) -> dict[str, Any] | None:

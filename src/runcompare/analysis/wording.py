@@ -35,6 +35,9 @@ _PHRASES = {
                                   "loss is normalised under gradient accumulation, so their "
                                   "training losses are not comparable",
     "padding-counted-as-tokens": "a token counter includes padding, which overstates tokens",
+    "token-sources-differ": "some runs' tokens are a logged counter and others' are steps × "
+                            "global batch × sequence length, which count different things "
+                            "with padding or packing",
     "step-unit-mismatch": "the runs count steps differently",
     "global-batch-mismatch": "the global batches differ on a step axis",
     "seq-len-mismatch": "the sequence lengths differ",
@@ -142,9 +145,9 @@ def _at(axis: str, value: float) -> str:
 
 def compose(parts: _Parts) -> str:
     """The verdict's sentences (see the module docstring)."""
-    sentences = [_level(parts), _grouping(parts), _noise(parts), _race(parts), _cost(parts),
-                 _fair(parts)]
-    return " ".join(s for s in sentences if s)
+    sentences = [_level(parts), parts.note or "", _grouping(parts), _noise(parts), _race(parts),
+                 _cost(parts), _fair(parts)]
+    return " ".join(s.strip() for s in sentences if s.strip())
 
 
 def _name(parts: _Parts) -> str:
@@ -165,6 +168,9 @@ def _level(parts: _Parts) -> str:
     if len(ranked) > 2 + _OTHERS:
         rest = [a.value for a in ranked[2 + _OTHERS:]]
         others += f" and {len(rest)} more ({fmt(rest[0])} to {fmt(rest[-1])})"
+    if gap == 0:
+        return (f"{where} {leader.name} and {runner.name} are level on {_name(parts)}: "
+                f"{fmt(leader.value)} each{others}.")
     return (f"{where} {leader.name} is ahead on {_name(parts)} by {_small(gap)}{share}: "
             f"{fmt(leader.value)} against {runner.name}'s {fmt(runner.value)}{others} "
             f"({way} is better).")
