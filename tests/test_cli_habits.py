@@ -129,8 +129,9 @@ def test_a_failing_figure_format_leaves_the_summary_printed(cli, tmp_path, monke
     monkeypatch.setitem(sys.modules, "kaleido", None)  # kaleido not installed
     result = cli(*RUNS, "--png", "-o", tmp_path / "r.html")
     assert result.exit_code == 1
-    verdict = str(rc.compare(rc.load_many(RUNS)))
-    assert " ".join(result.stdout.split()).startswith(" ".join(verdict.split()))  # wrapped
+    found = rc.compare(rc.load_many(RUNS)).verdict
+    printed = " ".join(result.stdout.split())  # wrapped
+    assert printed.startswith(found.headline) and " ".join(str(found).split()) in printed
     assert f"report: {tmp_path / 'r.html'}" in result.stdout
     assert result.stderr == ("error: static figures need kaleido: pip install "
                              "'runcompare[static]' (it draws with the installed chromium)\n")

@@ -141,7 +141,22 @@ def test_a_sweep_leads_with_a_leaderboard_and_groups_its_findings(sweep):
     ranked = re.findall(r'</span>(lr_\d+)</th><td>([^<]+)</td>', board)
     values = sweep.verdict.run_values
     assert [name for name, _ in ranked] == list(values) and len(ranked) == 200
-    assert ranked[0] == ("lr_001", "2.226")  # the smallest losses: the 2-sequence batches
+    assert ranked[0][0] == "lr_001"  # the smallest losses: the 2-sequence batches
+    # enough digits that no two different values print the same, and each reads back close
+    printed = [value for _, value in ranked]
+    assert len(set(printed)) == len(set(values.values())) == 200
+    assert all(float(p) == pytest.approx(values[n], rel=1e-4) for n, p in ranked)
+    # only the levels that differ are columns (the micro-batch, so the global batch, tokens
+    # and samples per step); the sequence length, the same in every run, is said once
+    header = board[board.index("<tr>"):board.index("</tr>")]
+    assert "<th>micro-batch</th>" in header and "<th>sequence length</th>" not in header
+    assert "the same in every run: " in board and "sequence length 64" in board
+    # the metric by each differing setting: a row per value, best first
+    by = board[board.index("by setting</h3>"):]
+    assert by.count("<table class=bykey>") == 1  # the micro-batch: 2 or 4
+    rows = re.findall(r"<tr><th>(\d)</th><td>(\d+)</td><td>([^<]+)</td>", by)
+    assert [(key, int(n)) for key, n, _ in rows] == [("2", 100), ("4", 100)]
+    assert float(rows[0][2]) == pytest.approx(values["lr_001"], rel=1e-4)
     assert data["top"] == list(values)[:8]
     findings = page[page.index('<h2 id="findings">'):page.index("<h2>End-of-run totals</h2>")]
     kinds = {(f.level, f.code) for f in sweep.finding_list}
@@ -167,3 +182,18 @@ def test_seed_bands_follow_the_axis_switch_where_the_seeds_agree():
     assert band["x"]["samples"] == [160, 320, 480, 640]
     assert band["x"]["tokens"] == [10240, 20480, 30720, 40960]
     assert "elapsed" not in band["x"] and "wall_time" not in band["x"]
+
+
+def test_the_page_opens_on_the_headline_the_key_numbers_and_the_main_chart():
+    comparison = rc.compare(rc.load_many([SAMPLES / "mamba", SAMPLES / "attn"]))
+    page = render_report(comparison)
+    body = page[page.index("<h1>"):]
+    order = [body.index(mark) for mark in ('id="rc-headline"', 'class="cards"', 'id="rc-axis"',
+                                           'id="chart-0"', '<details class="prose">',
+                                           "<h2>Batch hierarchy</h2>", 'id="chart-1"')]
+    assert order == sorted(order)
+    assert (f'<p id="rc-headline" class="headline call-within-noise">'
+            f"{comparison.verdict.headline}</p>") in body
+    values = re.findall(r'<div class="value">([^<]+)</div>', body)
+    assert values == [html.escape(c["value"]) for c in comparison.verdict.key_numbers]
+    assert values[0] == "0.8%" and values[2] == "7.9× less for attn"

@@ -75,11 +75,20 @@ def test_sample_noise_is_the_scatter_of_the_last_evals_and_the_call_a_tie(sample
     assert sample.verdict.difference < band and sample.verdict.call == "within-noise"
 
 
-def test_sample_terminal_starts_with_the_verdict_and_says_it_all(cli, tmp_path, sample):
+def test_sample_terminal_starts_with_the_headline_and_says_it_all(cli, tmp_path, sample):
     result = cli(SAMPLES / "mamba", SAMPLES / "attn", "--no-report")
     assert result.exit_code == 0
-    first = " ".join(result.stdout.split("Batch hierarchy")[0].split())
-    assert first == " ".join(str(sample).split())
+    lines = [line.rstrip() for line in result.stdout.splitlines()]
+    assert lines[0] == ("mamba leads attn on eval/loss by 0.8% at 102,400 tokens: within the "
+                        "noise, a tie.") == sample.verdict.headline
+    assert len(lines[0].split()) <= 25
+    cards = [f"{c['label']}: {c['value']}" for c in sample.verdict.key_numbers]
+    assert [line.split("  (")[0] for line in lines[1:1 + len(cards)]] == cards
+    assert cards[2:] == ["wall-clock: 7.9× less for attn", "training FLOPs: 1.52× fewer for mamba"]
+    assert lines.index("Batch hierarchy") < lines.index("The verdict in full")  # prose after
+    full = " ".join(result.stdout.split("The verdict in full")[1].split())
+    assert full.startswith(" ".join(str(sample).split()))
+    first = " ".join(str(sample).split())
     assert first.startswith("At 102,400 tokens mamba is ahead on eval/loss by 0.017 (0.8%): "
                             "2.187 against attn's 2.204 (lower is better).")
     band = sample.verdict.noise["half_width"]

@@ -7,10 +7,12 @@ titles, legends and hover read a small HTML), :func:`terminal_text` for what the
 
 from __future__ import annotations
 
+import math
+
 import html
 from collections.abc import Iterable, Sequence
 
-__all__ = ["LISTED", "did_you_mean", "fmt", "listing", "plotly_text", "setting",
+__all__ = ["LISTED", "did_you_mean", "fmt", "fmt_apart", "listing", "plotly_text", "setting",
            "terminal_text"]
 
 #: Items a sentence lists before it says how many more there are (a sweep of 200 runs).
@@ -37,6 +39,24 @@ def fmt(value: float | None) -> str:
     if abs(value) >= 1000 and abs(value) < 1e15:
         return f"{value:,.0f}"
     return f"{value:.4g}"
+
+
+def fmt_apart(values: list[float]) -> list[str]:
+    """Values printed with the fewest significant digits (4 to 10) at which the ones that
+    differ no longer print the same, so a ranked column never shows one number twice for two.
+
+    >>> fmt_apart([2.19912, 2.19934, 2.3]), fmt_apart([2.5, 2.5]), fmt_apart([])
+    (['2.1991', '2.1993', '2.3'], ['2.5', '2.5'], [])
+    """
+    finite = [v for v in values if isinstance(v, float) and math.isfinite(v)]
+    for digits in range(4, 11):
+        shown = {f"{v:.{digits}g}" for v in set(finite)}
+        if len(shown) == len(set(finite)):
+            break
+    if digits == 4:
+        return [fmt(v) for v in values]
+    return [f"{v:.{digits}g}" if isinstance(v, float) and math.isfinite(v) else fmt(v)
+            for v in values]
 
 
 def setting(value: object) -> str:

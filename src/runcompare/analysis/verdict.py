@@ -20,7 +20,7 @@ versions).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -31,12 +31,13 @@ from ..display import fmt, listing
 from ..model import Finding, Run
 from .crossing import at_position, crossing, value_at
 from .fit import fit_noise, fit_width, local_fit, metric_curve, metric_value
+from .headline import headline, key_numbers
 from .kinds import is_eval
 from .noise import SETTLE_SEEDS, Z95, eval_scatter, seed_sd_to_settle, welch
 from .schedule import Position, describe, equal_fraction, position, schedule_finding, x_at_step
 from .smooth import Smoothing
 from .summary import higher_is_better, metric_series
-from .wording import compose, fairness_phrases
+from .wording import AXIS_QUESTIONS, compose, fairness_phrases
 
 __all__ = ["CALLS", "Verdict", "decide"]
 
@@ -80,6 +81,9 @@ class Verdict:
     #: when the runs stand at different points of their learning-rate schedules at the
     #: budget: each run's position, and the comparison to read instead (:mod:`.schedule`)
     schedule: dict[str, Any] | None = None
+    #: the verdict at a glance (:mod:`.headline`): one sentence, and the key numbers
+    headline: str = ""
+    key_numbers: list[dict[str, str]] = field(default_factory=list)
 
     def __str__(self) -> str:
         return self.text
@@ -91,7 +95,8 @@ class Verdict:
                 "difference": self.difference, "relative": self.relative, "noise": self.noise,
                 "call": self.call, "cost": self.cost, "race": self.race,
                 "fairness": self.fairness, "axis_reason": self.axis_reason,
-                "schedule": self.schedule}
+                "schedule": self.schedule, "headline": self.headline,
+                "key_numbers": self.key_numbers}
 
 
 @dataclass
@@ -134,7 +139,9 @@ def decide(runs: Sequence[Run], *, x: str, metric: str | None, target: float | N
     start = max(float(s.get_column("x")[0]) for s in series.values())
     missing = [run.name for run in runs if run.name not in series]
     if len(series) > 1 and budget <= start:
-        said = " ".join(n for n in (_apart(series, axis), _left_out(missing, metric, axis)) if n)
+        question = AXIS_QUESTIONS.get(axis, axis)
+        said = " ".join(n for n in (_apart(series, axis), _left_out(missing, metric, axis),
+                                    f"Compared on {axis} ({question}).") if n)
         return _empty(said, axis, reason, fairness, metric)
     arms = _arms(groups, list(series))
     width = fit_width(curve, [s.get_column("x").to_numpy() for s in series.values()])
@@ -189,6 +196,11 @@ class _Parts:
 
 
 def _verdict(parts: _Parts) -> Verdict:
+    verdict = _numbers(parts)
+    return replace(verdict, headline=headline(verdict), key_numbers=key_numbers(verdict))
+
+
+def _numbers(parts: _Parts) -> Verdict:
     ranked = parts.ranked
     leader = ranked[0] if ranked else None
     difference = relative = None
@@ -219,6 +231,12 @@ def _run_values(ranked: list[_Arm], metric: str) -> dict[str, float]:
 
 def _empty(text: str, axis: str, reason: str | None, fairness: list[str],
            metric: str | None = None) -> Verdict:
+    verdict = _bare(text, axis, reason, fairness, metric)
+    return replace(verdict, headline=headline(verdict))
+
+
+def _bare(text: str, axis: str, reason: str | None, fairness: list[str],
+          metric: str | None) -> Verdict:
     return Verdict(text=text, metric=metric, axis=axis, budget=None, values={}, leader=None,
                    difference=None, relative=None, noise=None, call="not-comparable",
                    fairness=fairness, axis_reason=reason)

@@ -164,10 +164,13 @@ def _level(parts: _Parts) -> str:
     gap = abs(leader.value - runner.value)  # type: ignore[operator]
     way = "higher" if higher_is_better(parts.metric) else "lower"
     share = f" ({_percent(gap / abs(runner.value))})" if runner.value else ""
-    others = "".join(f", {a.name} {fmt(a.value)}" for a in ranked[2:2 + _OTHERS])
     if len(ranked) > 2 + _OTHERS:
-        rest = [a.value for a in ranked[2 + _OTHERS:]]
-        others += f" and {len(rest)} more ({fmt(rest[0])} to {fmt(rest[-1])})"
+        rest = [a.value for a in ranked[2:]]
+        return (f"{where} the best of {len(ranked)} on {_name(parts)} is {leader.name} with "
+                f"{fmt(leader.value)}, {runner.name} next at {fmt(runner.value)} "
+                f"({_small(gap)} behind); the other {len(rest)} span {fmt(rest[0])} to "
+                f"{fmt(rest[-1])} ({way} is better).")
+    others = "".join(f", {a.name} {fmt(a.value)}" for a in ranked[2:])
     if gap == 0:
         return (f"{where} {leader.name} and {runner.name} are level on {_name(parts)}: "
                 f"{fmt(leader.value)} each{others}.")
@@ -270,7 +273,12 @@ def _race(parts: _Parts) -> str:
     sign = "≥" if higher_is_better(parts.metric) else "≤"
     why = "the target" if parts.target_given else "the worst final value, which every run reaches"
     how = "between raw evals" if is_eval(parts.metric) else "on the local fit of the raw points"
-    told = listing([_crossing_words(parts.axis, a) for a in parts.ranked])
+    shown = parts.ranked if len(parts.ranked) <= 2 + _OTHERS else parts.ranked[:2]
+    told = listing([_crossing_words(parts.axis, a) for a in shown])
+    if len(shown) < len(parts.ranked):
+        reached = sum(a.race.get("x") is not None for a in parts.ranked[2:])
+        told += (f" (the other {len(parts.ranked) - 2}: {reached} reached it; the summary "
+                 "table has each)")
     text = (f"Race to {parts.metric} {sign} {fmt(parts.goal)} ({why}; crossings interpolated "
             f"{how}): {told}")
     return text + _speedups(parts) + "."

@@ -25,8 +25,15 @@ h1{font-size:20px;margin:.2em 0 .4em}h2{font-size:17px;margin:1.4em 0 .4em}
 table{border-collapse:collapse;margin:.3em 0}td,th{border:1px solid #ccc;padding:3px 8px}
 td{text-align:right;white-space:nowrap}th{text-align:left;font-weight:600;white-space:nowrap}
 .scroll{max-width:100%;overflow-x:auto}.board{max-height:50vh;overflow-y:auto}
-.note{color:#666}.verdict{font-size:16px;padding:.6em .8em;margin:.3em 0;background:#f3f6fa;
+.note{color:#666}.verdict{font-size:15px;padding:.6em .8em;margin:.3em 0;background:#f3f6fa;
 border-left:4px solid #2a6ebb}
+.headline{font-size:20px;font-weight:600;margin:.2em 0 .5em;line-height:1.3}
+.cards{display:grid;grid-template-columns:repeat(auto-fit,minmax(200px,1fr));gap:.5em;
+margin:.3em 0 .4em}.card{border:1px solid #d5dbe3;border-radius:6px;padding:.4em .7em;
+background:#fafbfd}.card .label{font-size:12px;color:#555}.card .value{font-size:18px;
+font-weight:600}.card .detail{font-size:12px;color:#555}
+details.prose{margin:.5em 0}details.prose summary{cursor:pointer;color:#2a6ebb}
+table.bykey{display:inline-table;margin:.3em 1em .3em 0;vertical-align:top}
 .warning{color:#8a5a00}.error{color:#b00020}.info{color:#555}
 tr.differ>*{background:#fff4d6}.tag{font-size:11px;font-weight:600;color:#8a5a00;
 background:#ffe7a8;border-radius:3px;padding:0 4px}
@@ -39,13 +46,14 @@ font-size:13px}
 .swatch.faint{background:#bbb}
 .controls{display:flex;flex-wrap:wrap;gap:.4em 1.2em;align-items:center;margin:.6em 0}
 figure{margin:0;min-width:0}.tools{text-align:right;font-size:12px;color:#555;height:18px}
-.chart{height:340px;width:100%}.main .chart{height:460px}
+.chart{height:340px;width:100%}.main .chart{height:min(460px,52vh)}
 .grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(420px,1fr));gap:1em 1.4em}
 figcaption{font-size:12px;color:#555;min-height:1em}
 .key{display:flex;flex-wrap:wrap;gap:.2em 1em;font-size:13px;margin:.3em 0}
 footer{margin-top:3em;color:#666;font-size:12px}
 @media (max-width:640px){body{padding:.6em .7em}.grid{grid-template-columns:1fr}
-.main .chart{height:380px}.chart{height:300px}.verdict{font-size:15px}}
+.main .chart{height:360px}.chart{height:300px}.verdict{font-size:14px}
+.headline{font-size:17px}.cards{grid-template-columns:1fr 1fr}.card .value{font-size:15px}}
 """
 
 SCRIPT = r"""

@@ -1,12 +1,14 @@
 """The HTML report: one self-contained file (plotly.js embedded once, no network request),
 every string from a log escaped, the same bytes for the same inputs, readable from 420 px wide.
 
-Top to bottom: the title (the runs' names, or "N runs" past :data:`SWEEP` runs), the verdict
-(the same text as the terminal's first lines and ``--json``), the batch hierarchy (each
+Top to bottom: the title (the runs' names, or "N runs" past :data:`SWEEP` runs), the headline
+and the key numbers as cards, the x-axis switch and the main metric's chart (the first screen,
+at 1400×900 and at 420 px wide), the verdict in full folded below it (the same text as the
+terminal's and ``--json``), the batch hierarchy (each
 number's source in a popover, rows where the runs differ marked) or, for a sweep, the
 leaderboard (runs ranked by the verdict's metric at the common budget, with their hierarchy
 and the hyperparameters that differ), else "what differs" (the hyperparameters that differ,
-keys down); then the main metric large and a grid of small multiples (the
+keys down); then a grid of small multiples (the
 learning rate first, then the other quality metrics and the diagnostics), each with its log-y
 toggle and a caption naming curves that coincide; then findings (grouped by code in a sweep),
 the end-of-run totals, the race table of the quality metrics, the schedules and diagnostics,
@@ -105,12 +107,14 @@ def render_report(comparison: Comparison) -> str:
             "few": FEW_POINTS, "parcoords": lines}
     body = "\n".join([
         f"<h1>{e(title)}</h1>",
-        f'<p id="rc-verdict" class="verdict">{e(verdict(comparison))}</p>',
+        _glance(comparison),
+        _controls(comparison, charts, top),
+        *(_figure(i, c) for i, c in enumerate(charts[:1])),
+        _prose(comparison),
         _pointer(comparison),
         sections.leaderboard(comparison, top, PALETTE) + _parcoords(lines) if sweep
         else sections.batch_table(comparison.runs) + sections.differs(comparison),
-        _controls(comparison, smoothing.describe(comparison.x), charts, top),
-        *(_figure(i, c) for i, c in enumerate(charts[:1])),
+        _drawing(comparison, smoothing.describe(comparison.x), charts, top),
         '<div class="grid">' + "".join(_figure(i + 1, c) for i, c in enumerate(charts[1:]))
         + "</div>" if len(charts) > 1 else "",
         sections.findings(comparison, grouped=sweep),
@@ -179,8 +183,43 @@ def _json_for_script(data: Any) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def _controls(comparison: Comparison, smoothing: str, charts: list[dict[str, Any]],
-              top: list[str]) -> str:
+def _glance(comparison: Comparison) -> str:
+    """The headline and the key numbers as cards: the first screen's answer."""
+    found = comparison.verdict
+    if found is None:
+        return ""
+    cards = "".join(f'<div class="card"><div class="label">{e(c["label"])}</div>'
+                    f'<div class="value">{e(c["value"])}</div>'
+                    f'<div class="detail">{e(c["detail"])}</div></div>'
+                    for c in found.key_numbers)
+    return (f'<p id="rc-headline" class="headline call-{e(found.call)}">{e(found.headline)}</p>'
+            + (f'<div class="cards">{cards}</div>' if cards else ""))
+
+
+def _prose(comparison: Comparison) -> str:
+    """The verdict in full, folded under the first chart (the same text as the terminal's and
+    ``--json``'s)."""
+    return (f'<details class="prose"><summary>The verdict in full: the noise, the race, the '
+            f'cost and the axis</summary><p id="rc-verdict" class="verdict">'
+            f"{e(verdict(comparison))}</p></details>")
+
+
+def _controls(comparison: Comparison, charts: list[dict[str, Any]], top: list[str]) -> str:
+    """The x-axis switch and the runs' colours, just above the main chart."""
+    faint = len(comparison.runs) - len(top)
+    key = "".join(f'<span><span class="swatch" style="background:{PALETTE[i % len(PALETTE)]}">'
+                  f"</span>{e(name)}</span>" for i, name in enumerate(top))
+    if faint:
+        key += f'<span><span class="swatch faint"></span>{faint} other runs</span>'
+    return (f'<div class="controls"><label>x axis <select id="rc-axis">'
+            f'</select></label><span class="note">compared on '
+            f"<b>{e(AXIS_LABELS.get(comparison.x, comparison.x))}</b></span>"
+            f'<div class="key">{key}</div></div>')
+
+
+def _drawing(comparison: Comparison, smoothing: str, charts: list[dict[str, Any]],
+             top: list[str]) -> str:
+    """How the curves are drawn: smoothing, downsampling, the sweep's colours."""
     hidden = hidden_points(charts)
     logged = sum(t["points"] for c in charts for t in c["traces"])
     drawn = (f"Drawing keeps at most {MAX_POINTS:,} points a trace and {TOTAL_POINTS:,} in the "
@@ -190,16 +229,7 @@ def _controls(comparison: Comparison, smoothing: str, charts: list[dict[str, Any
     faint = len(comparison.runs) - len(top)
     sweep = (f"The {len(top)} best runs at the budget are drawn in colour, the other {faint} "
              "faint in grey. " if faint else "")
-    key = "".join(f'<span><span class="swatch" style="background:{PALETTE[i % len(PALETTE)]}">'
-                  f"</span>{e(name)}</span>" for i, name in enumerate(top))
-    if faint:
-        key += f'<span><span class="swatch faint"></span>{faint} other runs</span>'
-    return (f'<h2>Curves</h2><div class="controls"><label>x axis <select id="rc-axis">'
-            f'</select></label><span class="note">compared on '
-            f"<b>{e(AXIS_LABELS.get(comparison.x, comparison.x))}</b></span></div>"
-            f'<div class="key">{key}</div>'
-            f"<p class=note>Faint: values as logged; bold: {e(smoothing)}, computed on all "
-            f"points; a trace of up to {FEW_POINTS} points is drawn as its points. {sweep}"
-            f"{drawn}Smoothing, seed bands and every number use every point.</p>")
-
-
+    return (f"<h2>Curves</h2><p class=note>Faint: values as logged; bold: {e(smoothing)}, "
+            f"computed on all points; a trace of up to {FEW_POINTS} points is drawn as its "
+            f"points. {sweep}{drawn}Smoothing, seed bands and every number use every point; "
+            "the verdict reads training metrics off a local linear fit of the raw points.</p>")

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import html
 import platform
+import statistics
 from collections.abc import Sequence
 from typing import Any
 
 from ..analysis import Comparison
 from ..analysis.differs import Difference
 from ..analysis.kinds import QUALITY
-from ..display import fmt, setting
+from ..analysis.summary import higher_is_better
+from ..display import fmt, fmt_apart, setting
 from ..model import Fact, Run
 from .grouped import FindingGroup, group_findings
 from .terminal import _LEVELS, differs_note
@@ -88,17 +90,22 @@ def batch_table(runs: Sequence[Run]) -> str:
 
 
 def leaderboard(comparison: Comparison, top: Sequence[str], palette: Sequence[str]) -> str:
-    """The runs ranked by the verdict's metric at the common budget, with their hierarchy and
-    the settings that differ between runs."""
+    """The runs ranked by the verdict's metric at the common budget, with the levels of the
+    batch hierarchy and the settings that differ between runs (a column the same in every run
+    is said once under the table, not repeated down it), values printed with the digits that
+    tell them apart; then the metric by each differing setting's value (:func:`_by_setting`)."""
     verdict = comparison.verdict
     values = verdict.run_values if verdict is not None else {}
     runs = {run.name: run for run in comparison.runs}
     order = [n for n in values if n in runs] + [n for n in runs if n not in values]
-    levels = _LEVELS[:_SETTINGS]
+    levels = [(label, get) for label, get in _LEVELS[:_SETTINGS]
+              if len({get(run).value for run in runs.values()}) > 1]
+    same = [label for label, get in _LEVELS[:_SETTINGS] if (label, get) not in levels]
     settings: list[Difference] = comparison.differs.settings()
     group = {name: g for g, names in comparison.groups.items() for name in names}
     metric = e(verdict.metric) if verdict is not None and verdict.metric else "metric"
     at = e(where(verdict.axis, verdict.budget)) if verdict and verdict.budget is not None else ""
+    shown = dict(zip(values, fmt_apart(list(values.values()))))
     head = (f"<tr><th>#</th><th>run</th><th>{metric} <small>{at}</small></th>"
             + ("<th>seed group</th>" if group else "")
             + "".join(f"<th>{e(label)}</th>" for label, _ in levels)
@@ -109,7 +116,7 @@ def leaderboard(comparison: Comparison, top: Sequence[str], palette: Sequence[st
         colour = palette[top.index(name) % len(palette)] if name in top else None
         swatch = (f'<span class="swatch" style="background:{colour}"></span>' if colour
                   else '<span class="swatch faint"></span>')
-        value = fmt(values[name]) if name in values else "— (no value at the budget)"
+        value = shown[name] if name in values else "— (no value at the budget)"
         rows.append(
             f"<tr><td>{rank if name in values else ''}</td><th>{swatch}{e(name)}</th>"
             f"<td>{e(value)}</td>"
@@ -117,13 +124,60 @@ def leaderboard(comparison: Comparison, top: Sequence[str], palette: Sequence[st
             + "".join(_number(get(run)) for _, get in levels)
             + "".join(_setting(d.facts[name]) for d in settings)
             + "</tr>")
-    return (f"<h2>Leaderboard</h2><div class=\"scroll board\"><table class=board>{head}"
-            f"{''.join(rows)}</table></div><p class=note>{len(order)} runs ranked by {metric} "
-            f"{at} (the verdict's metric and budget; the smoothed curve for training metrics, "
-            f"the values as logged for evals). Settings columns: the batch hierarchy, then "
-            f"every hyperparameter that differs between runs (the batch keys are in the "
-            f"hierarchy). Tap a number for its source; {e(differs_note(comparison.differs))}."
-            f"</p>")
+    first = runs[order[0]] if order else None
+    alike = "; ".join(f"{label} {fmt(get(first).value)}" for label, get in _LEVELS[:_SETTINGS]
+                      if label in same) if first is not None else ""
+    return (f"<h2>Leaderboard</h2><div class=\"scroll board\"><table class=board "
+            f'id="rc-board">{head}{"".join(rows)}</table></div><p class=note>{len(order)} runs '
+            f"ranked by {metric} {at} (the verdict's metric and budget; the local fit for "
+            f"training metrics, the values as logged for evals). Columns: the levels of the "
+            f"batch hierarchy and the hyperparameters that differ between runs"
+            + (f"; the same in every run: {e(alike)}" if alike else "")
+            + f". Tap a number for its source; {e(differs_note(comparison.differs))}.</p>"
+            + _by_setting(comparison, values,
+                          [(label, {n: get(r).value for n, r in runs.items()})
+                           for label, get in levels]
+                          + [(d.key, {n: None if f is None else f.value
+                                      for n, f in d.facts.items()}) for d in settings],
+                          metric, at))
+
+
+#: A setting with at most this many values gets a row per value in the table by setting.
+_VALUES = 12
+
+
+def _by_setting(comparison: Comparison, values: dict[str, float],
+                settings: Sequence[tuple[str, dict[str, Any]]], metric: str, at: str) -> str:
+    """For each differing setting (a level of the hierarchy or a hyperparameter: its name and
+    each run's value) with a few values: the runs at each value, the best and the median of
+    the metric among them, best value first; a setting that splits the runs as one before it
+    does (the global batch of a sweep of micro-batches) is left out."""
+    if not values or comparison.verdict is None or comparison.verdict.metric is None:
+        return ""
+    higher = higher_is_better(comparison.verdict.metric)
+    tables, seen = [], set()
+    for key, held in settings:
+        by: dict[str, list[float]] = {}
+        members: dict[str, list[str]] = {}
+        for name, value in values.items():
+            by.setdefault(setting(held.get(name)), []).append(value)
+            members.setdefault(setting(held.get(name)), []).append(name)
+        split = frozenset(frozenset(names) for names in members.values())
+        if not 1 < len(by) <= _VALUES or split in seen:
+            continue  # one value, too many, or the same split of the runs as a key before
+        seen.add(split)
+        best = {key: (max(v) if higher else min(v)) for key, v in by.items()}
+        keys = sorted(by, key=lambda k: -best[k] if higher else best[k])
+        shown = fmt_apart([best[k] for k in keys])
+        medians = fmt_apart([float(statistics.median(by[k])) for k in keys])
+        rows = "".join(f"<tr><th>{e(k)}</th><td>{len(by[k])}</td><td>{e(b)}</td>"
+                       f"<td>{e(m)}</td></tr>" for k, b, m in zip(keys, shown, medians))
+        tables.append(f"<table class=bykey><tr><th>{e(key)}</th><th>runs</th>"
+                      f"<th>best</th><th>median</th></tr>{rows}</table>")
+    if not tables:
+        return ""
+    return (f"<h3>{metric} {at} by setting</h3><div class=\"scroll bykeys\">"
+            f"{''.join(tables)}</div>")
 
 
 def findings(comparison: Comparison, *, grouped: bool) -> str:

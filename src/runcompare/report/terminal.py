@@ -286,9 +286,10 @@ def differs_note(differs: Differences) -> str:
 
 def print_comparison(comparison: Comparison, console: Console,
                      report: str | None = None) -> None:
-    """The compare summary: the verdict first, then the batch hierarchy, a race table per
-    quality metric, the diagnostics, the end-of-run totals, throughput and findings."""
-    console.print(Text(terminal_text(str(comparison)), style="bold"))
+    """The compare summary: the headline and the key numbers first, then the batch hierarchy,
+    a race table per quality metric, the diagnostics, the end-of-run totals, throughput, the
+    verdict in full and the findings."""
+    glance(comparison, console)
     _print_table(console, batch_table(comparison.runs, width=console.width))
     differs = differs_table(comparison.runs, comparison.differs, width=console.width)
     if differs is not None:
@@ -308,6 +309,8 @@ def print_comparison(comparison: Comparison, console: Console,
                       f"(compared on {comparison.x})")
     for name, members in comparison.groups.items():
         console.print(terminal_text(f"seed group {name}: {', '.join(members)}"))
+    console.print(Text("The verdict in full", style="bold"))
+    console.print(terminal_text(str(comparison)))
     # a run's own info findings (sources merged, points a restart overrode) are for `inspect`
     _findings(console, [f for f in comparison.finding_list
                         if f.level != "info" or f.run is None],
@@ -316,13 +319,26 @@ def print_comparison(comparison: Comparison, console: Console,
         console.print(terminal_text(f"report: {report}"))
 
 
+def glance(comparison: Comparison, console: Console) -> None:
+    """The headline (bold) and one line per key number: the first lines of ``compare``."""
+    found = comparison.verdict
+    if found is None:
+        return
+    console.print(Text(terminal_text(found.headline), style="bold"))
+    for card in found.key_numbers:
+        console.print(Text.assemble((terminal_text(f"{card['label']}: "), "dim"),
+                                    (terminal_text(card["value"]), "bold"),
+                                    terminal_text(f"  ({card['detail']})")))
+    console.print()
+
+
 def summary_table(comparison: Comparison, metric: str) -> Table:
     """One quality metric's race: final, best, value at the budget, the crossing of the
     target (interpolated; the title says on which curve) and the speedups."""
     rows = comparison.summary.filter(metric=metric)
     budget, target = rows.get_column("budget")[0], rows.get_column("target")[0]
     curve = rows.get_column("curve")[0]
-    where = "raw values" if curve == "raw" else "smoothed curve"
+    where = "raw values" if curve == "raw" else "local fit of the raw points"
     table = Table(title=terminal_text(f"{metric} on {comparison.x} (target crossed on the "
                                       f"{where})"), title_justify="left")
     for column in ("run", "final", "best", f"at {comparison.x} {fmt(budget)}",
