@@ -7,9 +7,8 @@ titles, legends and hover read a small HTML), :func:`terminal_text` for what the
 
 from __future__ import annotations
 
-import math
-
 import html
+import math
 from collections.abc import Iterable, Sequence
 
 __all__ = ["LISTED", "did_you_mean", "fmt", "fmt_apart", "listing", "plotly_text", "setting",
