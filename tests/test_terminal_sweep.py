@@ -17,10 +17,22 @@ from runcompare.report.terminal import print_comparison
 from .conftest import DATA
 
 
-def _printed(comparison, width: int) -> str:
+def _printed(comparison, width: int, every: bool = False) -> str:
     console = Console(width=width, record=True, highlight=False, markup=False)
-    print_comparison(comparison, console)
+    print_comparison(comparison, console, every=every)
     return console.export_text()
+
+
+def test_a_sweeps_tables_hold_its_best_ten_runs_and_say_so(sweep):
+    text = _printed(sweep, 100)
+    assert len(text.splitlines()) < 200  # 1,351 lines with every run
+    assert ("The tables show the best 10 of 200 runs at the budget; -v, the report and --json "
+            "have every run.") in " ".join(text.split())
+    table = text[text.index("Batch hierarchy (10 runs)"):text.index("per-device batch =")]
+    rows = re.findall(r"│ (lr_\d{3}) +│", table)
+    assert rows == list(sweep.verdict.run_values)[:10]
+    # the verdict in full still speaks of all 200
+    assert "the best of 200 on eval/loss is lr_001" in " ".join(text.split())
 
 
 @pytest.mark.parametrize("width", [60, 80, 100, 160])
@@ -30,7 +42,7 @@ def test_no_line_of_a_200_run_sweep_is_wider_than_the_terminal(sweep, width):
 
 
 def test_past_four_runs_the_hierarchy_has_a_row_per_run(sweep):
-    text = _printed(sweep, 100)
+    text = _printed(sweep, 100, every=True)
     table = text[text.index("Batch hierarchy (200 runs)"):]
     header = table.splitlines()[2]
     assert re.findall(r"\w[\w /.-]*\w|\w", header.replace("┃", "|"))[:5] == [
@@ -84,7 +96,7 @@ def test_a_sweeps_diagnostics_have_a_row_per_run_and_a_column_per_metric(sweep):
     diagnostic that fits a column of its value at the common budget."""
     from runcompare.display import fmt
 
-    text = _printed(sweep, 160)
+    text = _printed(sweep, 160, every=True)
     table = text[text.index("Schedules and diagnostics"):]
     table = table[:table.index("└")]
     rows = {m.group(1): m.group(2) for m in re.finditer(r"^│ (lr_\d{3}) +│(.*)│$", table, re.M)}

@@ -297,7 +297,7 @@ def compare(
     elif quiet:
         typer.echo(terminal_text(str(comparison)))
     else:
-        print_comparison(comparison, _console(), report=report)
+        print_comparison(comparison, _console(), report=report, every=verbose)
         if verbose:
             _details(comparison.runs)
     formats = tuple(f for f, wanted in (("png", png), ("svg", svg)) if wanted)

@@ -102,19 +102,40 @@ def schedule_finding(runs: Sequence[Run], positions: Sequence[Position]) -> Find
     decayed = [p.decayed for p in positions]
     if all(d is not None for d in decayed):
         spread = max(decayed) - min(decayed)  # type: ignore[type-var,operator]
-        told = [f"{p.run} {p.decayed:.0%} decayed" for p in positions]
+        told = _told(positions, "decayed", "decayed")
     else:
         fractions = [p.fraction for p in positions]
         if any(f is None for f in fractions) or any(_constant(run) for run in runs):
             return None
         spread = max(fractions) - min(fractions)  # type: ignore[type-var,operator]
-        told = [f"{p.run} {p.fraction:.0%} through" for p in positions]
+        told = _told(positions, "fraction", "through")
     if spread <= GAP:
         return None
     return Finding("warning", "schedule-position",
                    f"at the budget the runs stand at different points of their learning-rate "
-                   f"schedules ({', '.join(told)}), so the value there favours the run that "
+                   f"schedules ({told}), so the value there favours the run that "
                    "has annealed more; compare them at the same fraction of each schedule")
+
+
+#: Runs a finding names one by one; past it, the range and how many runs stand where.
+_NAMED = 4
+
+
+def _told(positions: Sequence[Position], field: str, word: str) -> str:
+    """Each run's position, or past :data:`_NAMED` runs the range and the count at its ends.
+
+    >>> p = [Position(f"r{i}", 1.0, d, None, None, None) for i, d in enumerate([.44, .99, .44])]
+    >>> _told(p[:2], "decayed", "decayed"), _told(p * 2, "decayed", "decayed")
+    ('r0 44% decayed, r1 99% decayed', 'from 44% to 99% decayed across 6 runs (4 at 44%, 2 at 99%)')
+    """
+    values = [getattr(p, field) for p in positions]
+    if len(positions) <= _NAMED:
+        return ", ".join(f"{p.run} {v:.0%} {word}" for p, v in zip(positions, values))
+    low, high = min(values), max(values)
+    at_low = sum(f"{v:.0%}" == f"{low:.0%}" for v in values)
+    at_high = sum(f"{v:.0%}" == f"{high:.0%}" for v in values)
+    return (f"from {low:.0%} to {high:.0%} {word} across {len(values)} runs ({at_low} at "
+            f"{low:.0%}, {at_high} at {high:.0%})")
 
 
 def equal_fraction(positions: Sequence[Position], runs: Sequence[Run]) -> tuple[

@@ -230,8 +230,11 @@ def _instead(parts: _Parts) -> str:
         return text + " Compare the finals of runs that each completed their schedule."
     (lead, best), (runner, value) = list(instead["values"].items())[:2]
     steps = instead["steps"]
-    where = ", ".join(f"{name} at step {fmt(steps[name])}" for arm in parts.ranked
-                      for name in arm.runs if name in steps)
+    named = [name for arm in parts.ranked for name in arm.runs if name in steps]
+    if len(set(steps.values())) == 1:
+        where = f"each at step {fmt(next(iter(steps.values())))}"
+    else:
+        where = listing([f"{name} at step {fmt(steps[name])}" for name in named])
     gap = abs(best - value)
     return (f"{text} Read instead {instead['where']} ({where}): {lead} {fmt(best)} against "
             f"{runner}'s {fmt(value)}, {lead} ahead by {_small(gap)}"

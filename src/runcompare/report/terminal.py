@@ -3,9 +3,11 @@ name and message from a log goes through :func:`~runcompare.display.terminal_tex
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any, Literal
 
+import polars as pl
 from rich.console import Console, JustifyMethod
 from rich.table import Table
 from rich.text import Text
@@ -18,7 +20,7 @@ from ..model import Fact, Run
 from .plan_table import print_findings as _findings
 from .plan_table import print_plan
 
-__all__ = ["differs_table", "fmt", "hparams_table", "overview_table", "print_comparison",
+__all__ = ["SWEEP_ROWS", "differs_table", "fmt", "hparams_table", "overview_table", "print_comparison",
            "print_plan", "print_run", "print_runs"]
 
 #: Characters of a hyperparameter's value a table cell shows (``inspect`` shows all of it).
@@ -285,11 +287,18 @@ def differs_note(differs: Differences) -> str:
 
 
 def print_comparison(comparison: Comparison, console: Console,
-                     report: str | None = None) -> None:
+                     report: str | None = None, *, every: bool = False) -> None:
     """The compare summary: the headline and the key numbers first, then the batch hierarchy,
     a race table per quality metric, the diagnostics, the end-of-run totals, throughput, the
-    verdict in full and the findings."""
+    verdict in full and the findings. Past :data:`SWEEP_ROWS` runs the tables hold the best
+    :data:`SWEEP_ROWS` at the budget unless ``every`` (``-v``)."""
     glance(comparison, console)
+    whole = comparison
+    comparison = comparison if every else _best(comparison)
+    if comparison is not whole:
+        console.print(terminal_text(f"The tables show the best {len(comparison.runs)} of "
+                                    f"{len(whole.runs)} runs at the budget; -v, the report and "
+                                    "--json have every run."), style="dim")
     _print_table(console, batch_table(comparison.runs, width=console.width))
     differs = differs_table(comparison.runs, comparison.differs, width=console.width)
     if differs is not None:
@@ -310,13 +319,36 @@ def print_comparison(comparison: Comparison, console: Console,
     for name, members in comparison.groups.items():
         console.print(terminal_text(f"seed group {name}: {', '.join(members)}"))
     console.print(Text("The verdict in full", style="bold"))
-    console.print(terminal_text(str(comparison)))
+    console.print(terminal_text(str(whole)))
+    comparison = whole
     # a run's own info findings (sources merged, points a restart overrode) are for `inspect`
     _findings(console, [f for f in comparison.finding_list
                         if f.level != "info" or f.run is None],
               grouped=len(comparison.runs) > _ACROSS)
     if report:
         console.print(terminal_text(f"report: {report}"))
+
+
+#: Runs a terminal table holds in a sweep (``-v``: all of them).
+SWEEP_ROWS = 10
+
+
+def _best(comparison: Comparison) -> Comparison:
+    """The comparison's tables cut to its best :data:`SWEEP_ROWS` runs at the budget (then the
+    first runs given, when fewer have a value); itself when it has no more runs than that."""
+    if len(comparison.runs) <= SWEEP_ROWS:
+        return comparison
+    ranked = list(comparison.verdict.run_values) if comparison.verdict is not None else []
+    names = (ranked + [r.name for r in comparison.runs if r.name not in ranked])[:SWEEP_ROWS]
+    kept = set(names)
+    order = {name: i for i, name in enumerate(names)}
+    keep = pl.col("run").is_in(list(kept))
+    return dataclasses.replace(
+        comparison, runs=sorted((r for r in comparison.runs if r.name in kept),
+                                key=lambda r: order[r.name]),
+        summary=comparison.summary.filter(keep),
+        totals=comparison.totals.filter(keep) if comparison.totals.height else comparison.totals,
+        throughput=comparison.throughput.filter(keep))
 
 
 def glance(comparison: Comparison, console: Console) -> None:
