@@ -376,3 +376,71 @@ def test_a_sweep_draws_its_hyperparameters_as_parallel_coordinates(browser, tmp_
         assert tab.evaluate("document.documentElement.scrollWidth <= innerWidth")
         assert tab.errors == [] and all(u.startswith(("file:", "data:")) for u in tab.requests)
         tab.close()
+
+
+_LOSS = """Array.from(document.querySelectorAll('.chart')).find(div =>
+    div.layout.title.text.startsWith('eval/loss')).data"""
+
+
+def test_the_smoothing_slider_redraws_the_curves_and_the_hover_shows_every_run(browser,
+                                                                               tmp_path):
+    # two runs of the real batch sweep: 50 evals each, drawn raw (faint) and smoothed (bold)
+    runs = rc.load_many([DATA / "batch_sweep" / "b4", DATA / "batch_sweep" / "b8"],
+                        settings=["seq_len=64"])
+    page = _open(browser, write_report(rc.compare(runs), tmp_path / "slider.html"))
+    bold = f"() => {_LOSS}.filter(t => t.mode === 'lines' && !t.name.endsWith(' raw'))" \
+           ".map(t => t.y)"
+    before = page.evaluate(bold)
+    raw = page.evaluate(f"() => {_LOSS}.filter(t => t.name.endsWith(' raw')).map(t => t.y)")
+    assert before and before != raw
+    page.fill("#rc-smooth", "0")  # no smoothing: the bold curves are the drawn points
+    page.dispatch_event("#rc-smooth", "input")
+    assert page.inner_text("#rc-smooth-value") == "none (raw)"
+    assert page.evaluate(bold) == raw
+    page.fill("#rc-smooth", "10")  # an EMA of half-life 10% of the range: smoother than raw
+    page.dispatch_event("#rc-smooth", "input")
+    assert page.inner_text("#rc-smooth-value") == "half-life 10% of the range"
+    ten = page.evaluate(bold)
+    assert ten != raw and ten != before and ten[0][0] == raw[0][0]  # an EMA starts at its first
+    page.fill("#rc-smooth", "-1")  # back to the report's own
+    page.dispatch_event("#rc-smooth", "input")
+    assert page.inner_text("#rc-smooth-value") == "as computed"
+    layout = page.evaluate("() => document.getElementById('chart-0').layout.hovermode")
+    assert layout == "x unified"
+    skipped = page.evaluate(f"() => {_LOSS}.filter(t => t.name.endsWith(' raw'))"
+                            ".every(t => t.hoverinfo === 'skip')")
+    assert skipped  # one hover line per run: the curve, not its raw twin
+    page.close()
+
+
+def test_dark_mode_follows_the_system(browser, tmp_path):
+    report = write_report(rc.compare(rc.load_many([SAMPLES / "mamba", SAMPLES / "attn"])),
+                          tmp_path / "dark.html")
+    tab = browser.new_page(viewport={"width": 1200, "height": 900}, color_scheme="dark")
+    tab.set_default_timeout(LOAD_MS)
+    tab.goto(report.as_uri())
+    tab.wait_for_function("document.querySelectorAll('.chart .main-svg').length > 0")
+    background = tab.evaluate("() => getComputedStyle(document.body).backgroundColor")
+    paper = tab.evaluate("() => document.getElementById('chart-0').layout.paper_bgcolor")
+    assert background == "rgb(22, 24, 28)" and paper == "#16181c"
+    tab.close()
+
+
+def test_a_sweeps_leaderboard_sorts_and_filters_and_the_page_stays_short(browser, report):
+    if report.name != "sweep.html":
+        return
+    tab = _open(browser, report.path, width=1400, height=900)
+    names = "() => Array.from(document.querySelectorAll('#rc-board tr')).filter(r => " \
+            "!r.hidden && r.querySelector('td')).map(r => r.children[1].textContent)"
+    ranked = tab.evaluate(names)
+    assert ranked == list(report.comparison.verdict.run_values)
+    tab.click("#rc-board tr:first-child th:nth-child(2)")  # by run name
+    assert tab.evaluate(names) == sorted(ranked)
+    tab.click("#rc-board tr:first-child th:nth-child(2)")  # the other way
+    assert tab.evaluate(names) == sorted(ranked, reverse=True)
+    tab.fill("#rc-filter", "lr_01")
+    assert tab.evaluate(names) == sorted([n for n in ranked if "lr_01" in n], reverse=True)
+    assert tab.inner_text("#rc-filter-count") == "10 of 200 runs"
+    height = tab.evaluate("() => document.documentElement.scrollHeight")
+    assert height < 47_200  # the issue's measure of a 200-run page
+    tab.close()

@@ -51,6 +51,14 @@ figure{margin:0;min-width:0}.tools{text-align:right;font-size:12px;color:#555;he
 figcaption{font-size:12px;color:#555;min-height:1em}
 .key{display:flex;flex-wrap:wrap;gap:.2em 1em;font-size:13px;margin:.3em 0}
 footer{margin-top:3em;color:#666;font-size:12px}
+th.sortable{cursor:pointer}th[data-sorted=up]::after{content:" ▲"}
+th[data-sorted=down]::after{content:" ▼"}
+.controls input[type=range]{vertical-align:middle;width:140px}
+@media (prefers-color-scheme:dark){body{background:#16181c;color:#ddd}
+td,th{border-color:#444}.note,.card .label,.card .detail,figcaption,.tools,footer{color:#aaa}
+.verdict{background:#1f2630}.card{background:#1d2026;border-color:#3a3f47}
+tr.differ>*{background:#3a3220}#rc-pop{background:#1d2026;color:#ddd}
+a,details.prose summary{color:#7fb0ff}select,input{background:#222;color:#ddd}}
 @media (max-width:640px){body{padding:.6em .7em}.grid{grid-template-columns:1fr}
 .main .chart{height:360px}.chart{height:300px}.verdict{font-size:14px}
 .headline{font-size:17px}.cards{grid-template-columns:1fr 1fr}.card .value{font-size:15px}}
@@ -113,6 +121,23 @@ SCRIPT = r"""
   const names = list => list.length < 3 ? list.join(" and ")
     : list.slice(0, -1).join(", ") + " and " + list[list.length - 1];
   const hover = ["step", "samples", "tokens"];
+  // the smoothing slider: null draws the report's own smoothing (computed on every point);
+  // a share of the x range is an x-aware EMA of the drawn points, worked out here
+  let share = null;
+  function ema(xs, ys, half) {
+    const out = []; let last = null, lastX = null;
+    for (let i = 0; i < ys.length; i++) {
+      const y = ys[i], x = xs[i];
+      if (y === null || x === null || !isFinite(y)) { out.push(y); continue; }
+      if (last === null || half <= 0) last = y;
+      else last += (1 - Math.pow(2, -(x - lastX) / half)) * (y - last);
+      lastX = x; out.push(last);
+    }
+    return out;
+  }
+  function smoothed(t, axis, span) {
+    return share === null ? t.smoothed : ema(t.x[axis], t.y, share * span);
+  }
   function traces(chart, axis, notes) {
     const out = [];
     for (const b of chart.bands) {
@@ -129,6 +154,7 @@ SCRIPT = r"""
                 line: {dash: "dash", width: 2, color: "#333"}});
     }
     const drawn = chart.traces.filter(t => t.x[axis]);
+    const span = range(drawn.map(t => t.x[axis]));
     const missing = chart.traces.filter(t => !t.x[axis]).map(t => t.run);
     if (missing.length) notes.push("Not drawn on " + data.axes[axis] + " (not known for " +
       "these runs): " + names(missing) + ".");
@@ -145,7 +171,8 @@ SCRIPT = r"""
       const x = [], y = [], who = [];
       for (const t of faint) {
         const few = t.y.length <= data.few;
-        x.push(...shown(t.x[axis], axis), null); y.push(...(few ? t.y : t.smoothed), null);
+        x.push(...shown(t.x[axis], axis), null);
+        y.push(...(few ? t.y : smoothed(t, axis, span)), null);
         who.push(...t.y.map(() => t.run), "");
       }
       out.push({type: "scatter", mode: faint.every(t => t.y.length <= data.few) ? "lines+markers"
@@ -175,25 +202,35 @@ SCRIPT = r"""
         continue;
       }
       out.push(Object.assign({}, common, {mode: "lines", y: t.y, name: text(t.run) + " raw",
-        showlegend: false, opacity: 0.3, line: {width: 1, color: colour(t.run)}}));
-      out.push(Object.assign({}, common, {mode: "lines", y: t.smoothed, name: text(t.run),
+        showlegend: false, opacity: 0.3, hoverinfo: "skip",
+        line: {width: 1, color: colour(t.run)}}));
+      out.push(Object.assign({}, common, {mode: "lines", y: smoothed(t, axis, span),
+        name: text(t.run),
         line: Object.assign({width: width || 2.5}, line)}));
     }
     return out;
   }
   const narrow = window.matchMedia("(max-width: 640px)");
+  const dark = window.matchMedia("(prefers-color-scheme: dark)");
+  const theme = () => dark.matches
+    ? {paper_bgcolor: "#16181c", plot_bgcolor: "#16181c", font: {color: "#ddd"},
+       grid: "#333"} : {paper_bgcolor: "#fff", plot_bgcolor: "#fff", font: {color: "#222"},
+       grid: "#e5e5e5"};
   function plot(i, axis) {
     const chart = data.charts[i], id = "chart-" + i, notes = [];
     const log = document.querySelector('input[data-chart="' + i + '"]').checked;
     const label = data.axes[axis];
     const out = traces(chart, axis, notes);
+    const look = theme();
     Plotly.react(id, out, {
       title: {text: text(chart.metric) + " against " + text(label), x: 0, xanchor: "left",
               font: {size: i === 0 ? 16 : 13}},
       xaxis: {title: {text: text(label)}, type: axis === "wall_time" ? "date" : "linear",
-              automargin: true},
+              automargin: true, gridcolor: look.grid},
       yaxis: {title: {text: text(chart.metric)}, type: log ? "log" : "linear",
-              automargin: true},
+              automargin: true, gridcolor: look.grid},
+      hovermode: "x unified",  // every run's value at the x under the pointer
+      paper_bgcolor: look.paper_bgcolor, plot_bgcolor: look.plot_bgcolor, font: look.font,
       showlegend: i === 0 && !narrow.matches,
       margin: {t: 36, r: 10, b: 10, l: 10}}, {displaylogo: false, responsive: true});
     const caption = document.getElementById("cap-" + i);
@@ -203,6 +240,55 @@ SCRIPT = r"""
   function draw(axis) { data.charts.forEach((_, i) => plot(i, axis)); }
   select.addEventListener("change", () => draw(select.value));
   narrow.addEventListener("change", () => draw(select.value));
+  dark.addEventListener("change", () => draw(select.value));
+  const slider = document.getElementById("rc-smooth");
+  const told = document.getElementById("rc-smooth-value");
+  slider.addEventListener("input", () => {
+    share = Number(slider.value) < 0 ? null : Number(slider.value) / 100;
+    told.textContent = share === null ? "as computed" : share === 0 ? "none (raw)"
+      : "half-life " + slider.value + "% of the range";
+    draw(select.value);
+  });
+  // the leaderboard: a click on a column header sorts by it (again: the other way); the
+  // filter keeps the runs whose name holds the text
+  const board = document.getElementById("rc-board");
+  if (board) {
+    const body = board.tBodies[0] || board;
+    const rows = () => Array.from(body.rows).filter(r => r.querySelector("td"));
+    const cell = (row, i) => {
+      const t = row.children[i].textContent.trim().replace(/,/g, "");
+      const n = parseFloat(t);
+      return isNaN(n) || !/^[-+0-9.]/.test(t) ? t : n;
+    };
+    Array.from(board.rows[0].children).forEach((th, i) => {
+      th.classList.add("sortable"); th.tabIndex = 0;
+      const sort = () => {
+        const up = th.dataset.sorted !== "up";
+        Array.from(board.rows[0].children).forEach(h => delete h.dataset.sorted);
+        th.dataset.sorted = up ? "up" : "down";
+        const sorted = rows().sort((a, b) => {
+          const x = cell(a, i), y = cell(b, i);
+          const c = typeof x === "number" && typeof y === "number" ? x - y
+            : String(x).localeCompare(String(y), undefined, {numeric: true});
+          return up ? c : -c;
+        });
+        for (const row of sorted) body.appendChild(row);
+      };
+      th.addEventListener("click", sort);
+      th.addEventListener("keydown", e => { if (e.key === "Enter") sort(); });
+    });
+    const filter = document.getElementById("rc-filter");
+    filter.addEventListener("input", () => {
+      const want = filter.value.trim().toLowerCase();
+      let shown = 0;
+      for (const row of rows()) {
+        const hit = !want || row.children[1].textContent.toLowerCase().includes(want);
+        row.hidden = !hit; shown += hit;
+      }
+      document.getElementById("rc-filter-count").textContent =
+        want ? shown + " of " + rows().length + " runs" : "";
+    });
+  }
   for (const box of document.querySelectorAll("input.rc-log")) {
     box.addEventListener("change", () => Plotly.relayout("chart-" + box.dataset.chart,
       {"yaxis.type": box.checked ? "log" : "linear"}));

@@ -214,6 +214,9 @@ def _controls(comparison: Comparison, charts: list[dict[str, Any]], top: list[st
     return (f'<div class="controls"><label>x axis <select id="rc-axis">'
             f'</select></label><span class="note">compared on '
             f"<b>{e(AXIS_LABELS.get(comparison.x, comparison.x))}</b></span>"
+            f'<label>smoothing <input type="range" id="rc-smooth" min="-1" max="20" '
+            f'step="0.5" value="-1" aria-label="smoothing"></label>'
+            f'<span class="note" id="rc-smooth-value">as computed</span>'
             f'<div class="key">{key}</div></div>')
 
 
@@ -232,4 +235,7 @@ def _drawing(comparison: Comparison, smoothing: str, charts: list[dict[str, Any]
     return (f"<h2>Curves</h2><p class=note>Faint: values as logged; bold: {e(smoothing)}, "
             f"computed on all points; a trace of up to {FEW_POINTS} points is drawn as its "
             f"points. {sweep}{drawn}Smoothing, seed bands and every number use every point; "
-            "the verdict reads training metrics off a local linear fit of the raw points.</p>")
+            "the verdict reads training metrics off a local linear fit of the raw points. The "
+            "smoothing slider redraws the bold curves with an EMA of the drawn points whose "
+            "half-life is that share of the range (leftmost: as computed; 0: the raw points); "
+            "it changes no number.</p>")

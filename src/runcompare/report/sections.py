@@ -33,8 +33,15 @@ def e(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
+#: Rows past which a table scrolls inside a box half the screen high (a sweep's 200 runs).
+_TALL = 25
+
+
 def boxed(table: str) -> str:
-    return f'<div class="scroll">{table}</div>'
+    """A table in a box that scrolls sideways when wide, and down when past :data:`_TALL`
+    rows (every row is there; the page stays short)."""
+    tall = " board" if table.count("<tr") > _TALL else ""
+    return f'<div class="scroll{tall}">{table}</div>'
 
 
 def _number(fact: Fact[Any]) -> str:
@@ -127,7 +134,10 @@ def leaderboard(comparison: Comparison, top: Sequence[str], palette: Sequence[st
     first = runs[order[0]] if order else None
     alike = "; ".join(f"{label} {fmt(get(first).value)}" for label, get in _LEVELS[:_SETTINGS]
                       if label in same) if first is not None else ""
-    return (f"<h2>Leaderboard</h2><div class=\"scroll board\"><table class=board "
+    return (f'<h2>Leaderboard</h2><div class="controls"><label>filter runs <input type="search" '
+            f'id="rc-filter" placeholder="part of a run name"></label><span class="note" '
+            f'id="rc-filter-count"></span><span class="note">tap a column to sort by it'
+            f"</span></div><div class=\"scroll board\"><table class=board "
             f'id="rc-board">{head}{"".join(rows)}</table></div><p class=note>{len(order)} runs '
             f"ranked by {metric} {at} (the verdict's metric and budget; the local fit for "
             f"training metrics, the values as logged for evals). Columns: the levels of the "
