@@ -105,7 +105,7 @@ def test_the_sweep_leaderboard_carries_the_differing_hyperparameters():
                          DATA / "hf_v4_accum4"], settings=["seq_len=64"])
     page = render_report(compare(runs))
     board = page[page.index("<h2>Leaderboard</h2>"):page.index("<h2>Curves</h2>")]
-    head = re.search(r"<table class=board><tr>(.*?)</tr>", board).group(1)
+    head = re.search(r"<table class=board id=\"rc-board\"><tr>(.*?)</tr>", board).group(1)
     columns = re.findall(r"<th>([^<]+)</th>", head)
     assert "learning_rate" in columns and "seed" in columns and "optim" in columns
     assert "per_device_train_batch_size" not in columns  # the hierarchy shows it
