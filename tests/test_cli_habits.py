@@ -44,6 +44,33 @@ def test_h_is_help_everywhere_with_readable_metavars(cli):
     assert "  -o, --output PATH " in cli("export", "-h").stdout
 
 
+def test_the_help_says_compare_is_the_default_command(cli):
+    """``runcompare -h`` says that ``runcompare RUN...`` is ``runcompare compare RUN...``, and
+    it is: the same summary from both (issue 33)."""
+    text = " ".join(cli("-h").stdout.split())
+    assert ("compare is the default command: runcompare RUN... is runcompare compare RUN... "
+            "(runcompare compare -h lists its options)") in text
+    assert " compare Compare runs (the default command: " in text
+    bare, named = cli(*RUNS, "-q", "--no-report"), cli("compare", *RUNS, "-q", "--no-report")
+    assert bare.exit_code == named.exit_code == 0
+    assert bare.stdout == named.stdout and "eval/loss" in bare.stdout
+
+
+def test_batch_help_documents_only_its_own_options(cli):
+    """``batch -h`` named --from and --budget, which only ``plan`` has (issue 33); it points
+    to plan instead, and neither flag is taken."""
+    text = cli("batch", "-h").stdout
+    assert "--from" not in text and "--budget" not in text
+    assert "For a token budget or a run's measured speed, see runcompare plan." in " ".join(
+        text.split())
+    for flag in ("--from", "--budget"):
+        result = cli("batch", "--per-device", "8", "--world-size", "2", "--grad-accum", "1",
+                     flag, "x")
+        assert result.exit_code == 2 and f"No such option: {flag}" in result.stderr
+    plan = cli("plan", "-h").stdout
+    assert "--from RUN" in plan and "--budget TOKENS" in plan
+
+
 def test_a_mistyped_command_suggests_the_command(cli):
     _error(cli("expor", *RUNS), 2, "'expor' is neither a command nor a path; did you mean "
            "'export'? (runcompare -h lists the commands)")

@@ -79,7 +79,10 @@ class _Command(TyperCommand):
 
 app = typer.Typer(cls=DefaultCommandGroup, no_args_is_help=True, add_completion=False,
                   rich_markup_mode=None, context_settings={"help_option_names": ["-h", "--help"]},
-                  help="Compare ML training runs from their logs on a fair axis.")
+                  help="Compare ML training runs from their logs on a fair axis.\n\n"
+                  "compare is the default command: runcompare RUN... is runcompare compare "
+                  "RUN... (runcompare compare -h lists its options). runcompare formats lists "
+                  "the logs it reads.")
 
 Runs = Annotated[list[Path], typer.Argument(readable=False, metavar="RUN...",
                                             help="Run folders or log files.",
@@ -126,11 +129,7 @@ def _group(
         "--version", "-V", callback=_version, is_eager=True,
         help="Print the version and exit.")] = False,
 ) -> None:
-    """Compare ML training runs from their logs on a fair axis.
-
-    runcompare RUN... compares runs (the default command); runcompare formats lists the logs
-    it reads.
-    """
+    """The options before a command (the app's help, above, is what ``-h`` prints)."""
 
 
 def _console() -> Console:
@@ -275,8 +274,8 @@ def compare(
     verbose: Verbose = False,
     scheduler: SchedulerOpt = None,
 ) -> None:
-    """Compare runs: the verdict first, then batch hierarchy, summary, totals, findings; and
-    the HTML report."""
+    """Compare runs (the default command: runcompare RUN... is runcompare compare RUN...): the
+    verdict first, then batch hierarchy, summary, totals, findings; and the HTML report."""
     from .analysis.groups import parse_groups
     from .analysis.select import choose
     from .report import default_report_path, print_comparison, write_figures, write_report
@@ -371,12 +370,14 @@ def batch(
     pp: Annotated[int, typer.Option("--pp", metavar="N", help="Pipeline parallel size.")] = 1,
     cp: Annotated[int, typer.Option("--cp", metavar="N", help="Context parallel size.")] = 1,
     seq_len: Annotated[int | None, typer.Option(
-        "--seq-len", metavar="N", help="Tokens per sequence (default: the --from run's).")] = None,
+        "--seq-len", metavar="N", help="Tokens per sequence, for tokens per step.")] = None,
     max_steps: Annotated[int | None, typer.Option(
-        "--max-steps", metavar="N", help="Optimizer steps to train (or give --budget).")] = None,
+        "--max-steps", metavar="N",
+        help="Optimizer steps to train, for micro-steps and total tokens.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """The batch hierarchy of a configuration: micro, per-device, global, tokens per step."""
+    """The batch hierarchy of a configuration: micro, per-device, global, tokens per step.
+    For a token budget or a run's measured speed, see runcompare plan."""
     from .batch import plan_batch
     from .report import print_plan
 
