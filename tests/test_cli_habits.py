@@ -40,7 +40,7 @@ def test_h_is_help_everywhere_with_readable_metavars(cli):
         assert line in compare, line
     assert not re.search(r"<(str|int|float|path|list)", compare) and "list[" not in compare
     assert cli("inspect", "-h").stdout.startswith("Usage: runcompare inspect [OPTIONS] RUN\n")
-    assert "  --per-device N " in cli("batch", "-h").stdout
+    assert "  --per-device, --per-device-batch N\n" in cli("batch", "-h").stdout
     assert "  -o, --output PATH " in cli("export", "-h").stdout
 
 

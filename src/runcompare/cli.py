@@ -353,8 +353,9 @@ def inspect(
 
 @command()
 def batch(
-    per_device: Annotated[int, typer.Option("--per-device", metavar="N",
-                                            help="Micro-batch per device.")],
+    per_device: Annotated[int, typer.Option(
+        "--per-device", "--per-device-batch", metavar="N",
+        help="Micro-batch per device (per_device_batch in Python and the JSON).")],
     grad_accum: Annotated[int | None, typer.Option("--grad-accum", metavar="N")] = None,
     global_batch: Annotated[int | None, typer.Option(
         "--global-batch", metavar="N",
