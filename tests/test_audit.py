@@ -125,13 +125,13 @@ def test_runs_that_all_lack_a_fact_are_told_the_set_for_every_run():
     seq_len=N`` (every run), not ``--set b4:seq_len=N`` (issue 33); one run lacking it keeps
     its own (``hf_ddp:seq_len=N``, tests/test_cli_habits.py)."""
     assert _fallback(rc.load_many(SWEEP)) == [
-        "compared on samples, not tokens: b4, b8, b16, b32, b64 have no sequence length "
-        "(--set seq_len=N)"]
+        ("compared on samples, not tokens: b4, b8, b16, b32, b64 have no sequence length "
+        "(--set seq_len=N)")]
     # two of three lack it: KEY=N would set the third too, so the one-run form is said beside
     seeded = DATA / "hf_seeds" / "lr1e-3_seed1"  # seq_len 64 in hf_seeds/runcompare.toml
     assert _fallback(rc.load_many([*SWEEP[:2], seeded])) == [
-        "compared on samples, not tokens: b4, b8 have no sequence length "
-        "(--set seq_len=N for every run, or RUN:seq_len=N for one)"]
+        ("compared on samples, not tokens: b4, b8 have no sequence length "
+        "(--set seq_len=N for every run, or RUN:seq_len=N for one)")]
 
 
 def test_a_sweep_of_200_runs_is_told_one_setting_and_it_works(tmp_path):
@@ -146,8 +146,8 @@ def test_a_sweep_of_200_runs_is_told_one_setting_and_it_works(tmp_path):
                                 if not line.startswith("seq_len")))
     runs = rc.load_many(paths, cache=False)
     said = _fallback(runs)
-    assert said == ["compared on samples, not tokens: all 200 runs have no sequence length "
-                    "(--set seq_len=N)"]
+    assert said == [("compared on samples, not tokens: all 200 runs have no sequence length "
+                    "(--set seq_len=N)")]
     fixed = rc.compare(rc.load_many(paths, cache=False, settings={"seq_len": 64}))
     assert fixed.x == "tokens" and "axis-fallback" not in {f.code for f in fixed.findings}
 
