@@ -132,12 +132,23 @@ def _group(
     """The options before a command (the app's help, above, is what ``-h`` prints)."""
 
 
+#: The width of tables on a stdout that is no terminal when ``COLUMNS`` gives none: wide enough
+#: that no table folds a cell or leaves a column out, so each line is as long as what it
+#: holds (rich would take 80, or the width of a terminal on stdin or stderr).
+PIPED_WIDTH = 10_000
+
+
 def _console() -> Console:
-    """Tables on stdout: 100 columns and no colour when it is not a terminal (NO_COLOR is
-    honoured); no rich markup, so a name from a log (``[red]``, ``[/]``) prints as it is."""
+    """Tables on stdout: the terminal's width (``COLUMNS`` overrides it, as rich does); when
+    stdout is no terminal, ``COLUMNS`` if set, else :data:`PIPED_WIDTH`, and no colour
+    (NO_COLOR is honoured); no rich markup, so a name from a log (``[red]``, ``[/]``) prints
+    as it is."""
     from rich.console import Console
 
-    return Console(highlight=False, markup=False, width=100 if not sys.stdout.isatty() else None)
+    columns = os.environ.get("COLUMNS", "").strip()
+    piped = int(columns) if columns.isdigit() and int(columns) > 0 else PIPED_WIDTH
+    return Console(highlight=False, markup=False,
+                   width=None if sys.stdout.isatty() else piped)
 
 
 def _note(text: str, quiet: bool) -> None:
