@@ -71,6 +71,45 @@ def test_batch_help_documents_only_its_own_options(cli):
     assert "--from RUN" in plan and "--budget TOKENS" in plan
 
 
+_FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+
+
+def _help_parts(text):
+    """A command's help: the description (before Arguments/Options) and the options' part;
+    a flag that click wrapped at a hyphen (``--global-`` / ``batch``) joined again."""
+    head, _, options = re.sub(r"-\n +", "-", text).partition("\nOptions:\n")
+    return head.split("\nArguments:\n")[0], options
+
+
+def test_every_commands_help_documents_its_own_options(cli):
+    """Each command's -h (issue 33: batch's named --from and --budget, plan's): every option
+    has a help line and is shown; every --flag in the options' help is the command's own;
+    one in the description is its own or another command's (a pointer, "for --source of the
+    commands that read runs"); the top-level help names only its own and compare's."""
+    from typer.main import get_command
+
+    from runcompare.cli import app
+
+    group = get_command(app)
+    every = {o for c in group.commands.values() for p in c.params for o in (*p.opts,
+                                                                        *p.secondary_opts)}
+    for name, command in group.commands.items():
+        text = cli(name, "-h").stdout
+        own = {o for p in command.params for o in (*p.opts, *p.secondary_opts)} | {"--help"}
+        description, options = _help_parts(text)
+        assert set(_FLAG.findall(options)) <= own, name
+        assert set(_FLAG.findall(description)) <= own | every, name
+        for param in command.params:
+            if param.param_type_name == "option":
+                assert param.help, (name, param.opts)
+                assert all(opt in options for opt in param.opts), (name, param.opts)
+    top = cli("-h").stdout
+    allowed = {o for p in group.params for o in p.opts} | {"--help"} | {
+        o for p in group.commands["compare"].params for o in p.opts}
+    assert set(_FLAG.findall(top)) <= allowed
+    assert "  --per-device, --per-device-batch N" in cli("batch", "-h").stdout
+
+
 def test_a_mistyped_command_suggests_the_command(cli):
     _error(cli("expor", *RUNS), 2, "'expor' is neither a command nor a path; did you mean "
            "'export'? (runcompare -h lists the commands)")

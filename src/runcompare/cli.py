@@ -367,14 +367,19 @@ def batch(
     per_device: Annotated[int, typer.Option(
         "--per-device", "--per-device-batch", metavar="N",
         help="Micro-batch per device (per_device_batch in Python and the JSON).")],
-    grad_accum: Annotated[int | None, typer.Option("--grad-accum", metavar="N")] = None,
+    grad_accum: Annotated[int | None, typer.Option(
+        "--grad-accum", metavar="N",
+        help="Gradient accumulation steps (or give --global-batch).")] = None,
     global_batch: Annotated[int | None, typer.Option(
         "--global-batch", metavar="N",
         help="Target global batch; accumulation is computed.")] = None,
-    world_size: Annotated[int | None, typer.Option("--world-size", metavar="N")] = None,
-    nodes: Annotated[int | None, typer.Option("--nodes", metavar="N")] = None,
-    devices_per_node: Annotated[int | None, typer.Option("--devices-per-node",
-                                                         metavar="N")] = None,
+    world_size: Annotated[int | None, typer.Option(
+        "--world-size", metavar="N",
+        help="Devices in all (or give --nodes and --devices-per-node).")] = None,
+    nodes: Annotated[int | None, typer.Option(
+        "--nodes", metavar="N", help="Nodes, with --devices-per-node.")] = None,
+    devices_per_node: Annotated[int | None, typer.Option(
+        "--devices-per-node", metavar="N", help="Devices per node, with --nodes.")] = None,
     dies_per_device: Annotated[int, typer.Option(
         "--dies-per-device", metavar="N",
         help="2 for dual-die cards that PyTorch sees as two devices.")] = 1,
@@ -454,8 +459,8 @@ def export(
 
 @command()
 def formats(as_json: JsonOpt = False) -> None:
-    """The logs runcompare reads: each source's name (for --source), what it reads and where
-    it looks."""
+    """The logs runcompare reads: each source's name (for --source of the commands that read
+    runs), what it reads and where it looks."""
     from .sources import FORMATS
 
     if as_json:
