@@ -7,7 +7,7 @@ import pytest
 
 import runcompare as rc
 
-from .conftest import SAMPLES
+from .conftest import DATA, SAMPLES
 
 
 def test_public_names_are_pinned():
@@ -113,3 +113,33 @@ def test_a_runs_points_of_a_metric_are_the_points_a_filter_finds():
     copy = pickle.loads(pickle.dumps(run))
     assert "_slices" not in copy.__dict__
     assert_frame_equal(copy.points_of("train/loss"), run.points_of("train/loss"))
+
+
+def test_settings_take_numbers_as_a_mapping():
+    """``settings={"seq_len": 64}`` is ``--set seq_len=64`` (issue 33: it wanted strings), with
+    the same checks: the batch sweep's runs state no sequence length, and b16 gets its
+    accumulation (2, as its log says) from the setting."""
+    runs = [DATA / "batch_sweep" / "b4", DATA / "batch_sweep" / "b16"]
+    mapped = rc.load_many(runs, settings={"seq_len": 64, "b16:grad_accum": 2})
+    typed = rc.load_many(runs, settings=["seq_len=64", "b16:grad_accum=2"])
+    for by_mapping, by_strings in zip(mapped, typed):
+        assert by_mapping.batch == by_strings.batch
+    b4, b16 = mapped
+    assert b4.batch.seq_len == rc.Fact(64, "--set", "user")
+    assert b16.batch.grad_accum == rc.Fact(2, "--set", "user")
+    assert (b4.batch.tokens_per_step.value, b16.batch.tokens_per_step.value) == (4 * 64, 16 * 64)
+    assert rc.load(runs[0], settings={"seq_len": 64.0}).batch.seq_len.value == 64
+
+
+@pytest.mark.parametrize(("settings", "message"), [
+    ({"seq_len": 64.5}, "--set: seq_len=64.5 is not a whole number ≥ 1"),
+    ({"seq_len": True}, "--set: seq_len=True is not a whole number ≥ 1"),
+    ({"seqlen": 64}, "--set: unknown key 'seqlen'; did you mean 'seq_len'?"),
+    ({"b4:seq_len": ""}, "--set b4:seq_len='': expected KEY=VALUE or RUN:KEY=VALUE"),
+    ([("seq_len", 64)], ("settings: ('seq_len', 64) is not a KEY=VALUE string; give strings "
+                         "such as 'seq_len=1024', or a mapping such as {'seq_len': 1024}")),
+])
+def test_bad_settings_from_python_are_usage_errors(settings, message):
+    with pytest.raises(rc.UsageError) as caught:
+        rc.load_many([DATA / "batch_sweep" / "b4"], settings=settings)
+    assert str(caught.value).startswith(message)

@@ -74,6 +74,18 @@ def test_cli_prints_golden_numbers_as_json(cli):
                    "findings": []}
 
 
+def test_cli_takes_the_python_keywords_name_too(cli):
+    """``--per-device-batch`` (``plan_batch(per_device_batch=)``, the ``--set`` key and the
+    JSON's name) is ``--per-device`` (issue 33), and the command is the library call."""
+    args = ["--world-size", "256", "--global-batch", "4096", "--seq-len", "1024"]
+    short = cli.json("batch", "--per-device", "8", *args)
+    long = cli.json("batch", "--per-device-batch", "8", *args)
+    assert short == long == plan_batch(per_device_batch=8, world_size=256, global_batch=4096,
+                                       seq_len=1024).to_json()
+    assert (long["per_device_batch"], long["grad_accum"], long["tokens_per_step"]) == (
+        8, 2, 4_194_304)
+
+
 def test_cli_table_shows_the_four_levels_and_the_overshoot(cli):
     result = cli("batch", "--per-device", "8", "--world-size", "1024", "--global-batch", "4096",
                  "--seq-len", "1024")

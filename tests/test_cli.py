@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
+import runcompare as rc
+
 from .conftest import DATA, SAMPLES
 
 RUNS = (SAMPLES / "mamba", SAMPLES / "attn")
@@ -122,14 +126,42 @@ def test_corrupt_trainer_state_exits_1_with_file_and_position(cli, tmp_path):
     _fails(cli("inspect", tmp_path), 1, "trainer_state.json: not valid JSON at line 1 column 2")
 
 
-def test_terminal_output_fits_100_columns_without_colour(cli):
+def test_terminal_output_fits_columns_without_colour(cli, monkeypatch):
     runs = [SAMPLES / "mamba", SAMPLES / "attn", DATA / "hf_tokens", DATA / "hf_global32",
             DATA / "hf_resumed"]
-    result = cli(*runs, "--set", "seq_len=64", "--no-report")
-    assert result.exit_code == 0, result.stderr
-    assert "\x1b[" not in result.stdout
-    assert max(len(line) for line in result.stdout.splitlines()) <= 100
-    assert "hf_global32" in result.stdout and "32" in result.stdout
+    for columns in (100, 72):
+        monkeypatch.setenv("COLUMNS", str(columns))
+        result = cli(*runs, "--set", "seq_len=64", "--no-report")
+        assert result.exit_code == 0, result.stderr
+        assert "\x1b[" not in result.stdout
+        assert max(len(line) for line in result.stdout.splitlines()) <= columns
+        assert "hf_global32" in result.stdout and "32" in result.stdout
+
+
+def test_piped_output_takes_columns_or_cuts_nothing(cli, monkeypatch):
+    """Piped (stdout no terminal, as under the test runner): COLUMNS is the width when set;
+    without it, no table is cut to 100 columns (issue 33). Nine real HF runs: at 100 columns
+    "what differs" leaves keys out (tests/test_terminal_sweep.py); piped, it shows them all,
+    and the verdict is one line."""
+    from runcompare.cli import PIPED_WIDTH
+
+    runs = [DATA / "hf_seeds", DATA / "hf_tokens", DATA / "hf_v4_accum4",
+            DATA / "hf_wd0.1_adafactor"]
+    monkeypatch.setenv("COLUMNS", "100")
+    narrow = cli(*runs, "--set", "seq_len=64", "--no-report").stdout
+    assert "more keys than fit at this width" in narrow
+    assert max(len(line) for line in narrow.splitlines()) <= 100
+    monkeypatch.delenv("COLUMNS")
+    wide = cli(*runs, "--set", "seq_len=64", "--no-report").stdout
+    assert "more keys than fit at this width" not in wide
+    assert re.search(r"┃ optim +┃", wide) and re.search(r"┃ weight_decay +┃", wide)
+    found = rc.compare(rc.load_many(runs, settings=["seq_len=64"])).verdict
+    assert wide.splitlines()[0] == found.headline  # the headline, then the full text whole
+    assert str(found) in wide.splitlines() and len(str(found)) > 100
+    assert 100 < max(len(line) for line in wide.splitlines()) < PIPED_WIDTH
+    for junk in ("", "0", "wide"):  # not a width: as if unset
+        monkeypatch.setenv("COLUMNS", junk)
+        assert cli(*runs, "--set", "seq_len=64", "--no-report").stdout == wide
 
 
 def test_config_file_supplies_facts_to_every_run(cli):

@@ -40,8 +40,74 @@ def test_h_is_help_everywhere_with_readable_metavars(cli):
         assert line in compare, line
     assert not re.search(r"<(str|int|float|path|list)", compare) and "list[" not in compare
     assert cli("inspect", "-h").stdout.startswith("Usage: runcompare inspect [OPTIONS] RUN\n")
-    assert "  --per-device N " in cli("batch", "-h").stdout
+    assert "  --per-device, --per-device-batch N\n" in cli("batch", "-h").stdout
     assert "  -o, --output PATH " in cli("export", "-h").stdout
+
+
+def test_the_help_says_compare_is_the_default_command(cli):
+    """``runcompare -h`` says that ``runcompare RUN...`` is ``runcompare compare RUN...``, and
+    it is: the same summary from both (issue 33)."""
+    text = " ".join(cli("-h").stdout.split())
+    assert ("compare is the default command: runcompare RUN... is runcompare compare RUN... "
+            "(runcompare compare -h lists its options)") in text
+    assert " compare Compare runs (the default command: " in text
+    bare, named = cli(*RUNS, "-q", "--no-report"), cli("compare", *RUNS, "-q", "--no-report")
+    assert bare.exit_code == named.exit_code == 0
+    assert bare.stdout == named.stdout and "eval/loss" in bare.stdout
+
+
+def test_batch_help_documents_only_its_own_options(cli):
+    """``batch -h`` named --from and --budget, which only ``plan`` has (issue 33); it points
+    to plan instead, and neither flag is taken."""
+    text = cli("batch", "-h").stdout
+    assert "--from" not in text and "--budget" not in text
+    assert "For a token budget or a run's measured speed, see runcompare plan." in " ".join(
+        text.split())
+    for flag in ("--from", "--budget"):
+        result = cli("batch", "--per-device", "8", "--world-size", "2", "--grad-accum", "1",
+                     flag, "x")
+        assert result.exit_code == 2 and f"No such option: {flag}" in result.stderr
+    plan = cli("plan", "-h").stdout
+    assert "--from RUN" in plan and "--budget TOKENS" in plan
+
+
+_FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+
+
+def _help_parts(text):
+    """A command's help: the description (before Arguments/Options) and the options' part;
+    a flag that click wrapped at a hyphen (``--global-`` / ``batch``) joined again."""
+    head, _, options = re.sub(r"-\n +", "-", text).partition("\nOptions:\n")
+    return head.split("\nArguments:\n")[0], options
+
+
+def test_every_commands_help_documents_its_own_options(cli):
+    """Each command's -h (issue 33: batch's named --from and --budget, plan's): every option
+    has a help line and is shown; every --flag in the options' help is the command's own;
+    one in the description is its own or another command's (a pointer, "for --source of the
+    commands that read runs"); the top-level help names only its own and compare's."""
+    from typer.main import get_command
+
+    from runcompare.cli import app
+
+    group = get_command(app)
+    every = {o for c in group.commands.values() for p in c.params for o in (*p.opts,
+                                                                        *p.secondary_opts)}
+    for name, command in group.commands.items():
+        text = cli(name, "-h").stdout
+        own = {o for p in command.params for o in (*p.opts, *p.secondary_opts)} | {"--help"}
+        description, options = _help_parts(text)
+        assert set(_FLAG.findall(options)) <= own, name
+        assert set(_FLAG.findall(description)) <= own | every, name
+        for param in command.params:
+            if param.param_type_name == "option":
+                assert param.help, (name, param.opts)
+                assert all(opt in options for opt in param.opts), (name, param.opts)
+    top = cli("-h").stdout
+    allowed = {o for p in group.params for o in p.opts} | {"--help"} | {
+        o for p in group.commands["compare"].params for o in p.opts}
+    assert set(_FLAG.findall(top)) <= allowed
+    assert "  --per-device, --per-device-batch N" in cli("batch", "-h").stdout
 
 
 def test_a_mistyped_command_suggests_the_command(cli):

@@ -196,3 +196,57 @@ def test_a_log_given_that_this_user_may_not_read_is_a_clear_line(shared_tmp, cli
     assert result.exit_code == 1  # not 2, a usage error: the path is right, its mode is not
     assert result.stderr == (f"error: {log}: cannot be read (permission denied); make it "
                              "readable (chmod +r) or read it as a user who may\n")
+
+
+#: Where W&B's service (wandb-core) logs on the machine a run was made on, and the link to it
+#: that it makes in the run folder: ``symlinkDebugCore`` in wandb/wandb
+#: core/internal/stream/streamlogger.go (commit 03920715bbc416a80e869662fe100308c2364304)
+#: does ``os.Symlink(loggerPath, <run>/logs/debug-core.log)``, the path being the absolute
+#: ``<user cache dir>/wandb/logs/core-debug-<date>_<time>.log`` (observability.GetLoggerPath).
+CORE_LOG = "/home/trainer/.cache/wandb/logs/core-debug-20261129_100737.log"
+WANDB_LOGS = "wandb/offline-run-20261129_100737-wqchi4g2/logs"
+
+
+def _moved_wandb_run(tmp_path: Path, link: str = f"{WANDB_LOGS}/debug-core.log",
+                     target: str = CORE_LOG) -> Path:
+    """The real run tests/data/hf_global32 (Trainer + TensorBoard + W&B offline) as it reads
+    on another machine: its ``debug-core.log`` a link to the W&B log in the cache folder of
+    the machine it was made on (scripts/make_sample_logs.py kept a copy of that file
+    instead), which is not here."""
+    run = tmp_path / "run"
+    shutil.copytree(DATA / "hf_global32", run, symlinks=True)
+    entry = run / link
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    if entry.exists() or entry.is_symlink():
+        entry.unlink()
+    os.symlink(target, entry)
+    return run
+
+
+def test_the_link_wandb_leaves_to_its_own_log_is_no_warning(tmp_path, cli):
+    run = _moved_wandb_run(tmp_path)
+    assert not (run / WANDB_LOGS / "debug-core.log").exists()  # the link leads nowhere
+    loaded = rc.load(run, cache=False)
+    alone = rc.load(DATA / "hf_global32", cache=False)
+    assert "passed-over" not in {f.code for f in loaded.findings}
+    # every number of trainer_state.json's 10 log_history entries but step and epoch
+    assert loaded.scalars.height == alone.scalars.height == 35
+    assert loaded.sources == alone.sources == ["hf-trainer", "tensorboard", "wandb", "hf-stdout"]
+    result = cli("inspect", run, "--no-cache")
+    assert result.exit_code == 0 and "passed-over" not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(("link", "target", "why"), [
+    (f"{WANDB_LOGS}/debug-core.log", "debug-core.log", "a symbolic link in a loop"),
+    (f"{WANDB_LOGS}/debug-core.log", "../../nowhere.log", "a symbolic link to nothing"),
+    (f"{WANDB_LOGS}/debug-core.log", "/home/trainer/train.log", "a symbolic link to nothing"),
+    (f"{WANDB_LOGS}/core.log", CORE_LOG, "a symbolic link to nothing"),
+    ("logs/debug-core.log", CORE_LOG, "a symbolic link to nothing"),
+])
+def test_other_links_to_nothing_are_still_named(tmp_path, link, target, why):
+    """Only the link W&B makes is passed over in silence: one it would not make (a relative
+    target, another name, outside a W&B run folder) or a loop is still a warning."""
+    run = _moved_wandb_run(tmp_path, link, target)
+    loaded = rc.load(run, cache=False)
+    message = {f.code: f.message for f in loaded.findings}["passed-over"]
+    assert f"1 entry under it could not be read and was passed over: {link} ({why})" in message

@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 
 import polars as pl
 
-from .display import fmt, listing
+from .display import LISTED, fmt, listing, set_prefix
 from .model import Finding, Run
 
 __all__ = ["AXIS_QUESTIONS", "LOSS_FIX_VERSION", "audit", "propose_axis"]
@@ -66,16 +66,18 @@ def axis_fallback(runs: Sequence[Run], proposed: str) -> list[Finding]:
         return []
     lacking = [r.name for r in runs if r.scalars.get_column("tokens").null_count()
                == r.scalars.height]
+    key, what = "seq_len", "sequence length"
     if proposed == "step":
         lacking = [r.name for r in runs if r.scalars.get_column("samples").null_count()
                    == r.scalars.height] or lacking
-        why = f"no global batch (--set {lacking[0]}:global_batch=N)"
-    else:
-        why = f"no sequence length (--set {lacking[0]}:seq_len=N)"
-    names = ", ".join(lacking)
+        key, what = "global_batch", "global batch"
+    fix = f"--set {set_prefix(lacking)}{key}=N"
+    if 1 < len(lacking) < len(runs):  # KEY=N sets the runs that know it too
+        fix += f" for every run, or RUN:{key}=N for one"
+    names = f"all {len(runs)} runs" if len(lacking) == len(runs) > LISTED else listing(lacking)
     return [Finding("info", "axis-fallback",
                     f"compared on {proposed}, not tokens: {names} "
-                    f"{'has' if len(lacking) == 1 else 'have'} {why}")]
+                    f"{'has' if len(lacking) == 1 else 'have'} no {what} ({fix})")]
 
 
 def audit(runs: Sequence[Run], *, x: str) -> list[Finding]:

@@ -79,7 +79,10 @@ class _Command(TyperCommand):
 
 app = typer.Typer(cls=DefaultCommandGroup, no_args_is_help=True, add_completion=False,
                   rich_markup_mode=None, context_settings={"help_option_names": ["-h", "--help"]},
-                  help="Compare ML training runs from their logs on a fair axis.")
+                  help="Compare ML training runs from their logs on a fair axis.\n\n"
+                  "compare is the default command: runcompare RUN... is runcompare compare "
+                  "RUN... (runcompare compare -h lists its options). runcompare formats lists "
+                  "the logs it reads.")
 
 Runs = Annotated[list[Path], typer.Argument(readable=False, metavar="RUN...",
                                             help="Run folders or log files.",
@@ -126,19 +129,26 @@ def _group(
         "--version", "-V", callback=_version, is_eager=True,
         help="Print the version and exit.")] = False,
 ) -> None:
-    """Compare ML training runs from their logs on a fair axis.
+    """The options before a command (the app's help, above, is what ``-h`` prints)."""
 
-    runcompare RUN... compares runs (the default command); runcompare formats lists the logs
-    it reads.
-    """
+
+#: The width of tables on a stdout that is no terminal when ``COLUMNS`` gives none: wide enough
+#: that no table folds a cell or leaves a column out, so each line is as long as what it
+#: holds (rich would take 80, or the width of a terminal on stdin or stderr).
+PIPED_WIDTH = 10_000
 
 
 def _console() -> Console:
-    """Tables on stdout: 100 columns and no colour when it is not a terminal (NO_COLOR is
-    honoured); no rich markup, so a name from a log (``[red]``, ``[/]``) prints as it is."""
+    """Tables on stdout: the terminal's width (``COLUMNS`` overrides it, as rich does); when
+    stdout is no terminal, ``COLUMNS`` if set, else :data:`PIPED_WIDTH`, and no colour
+    (NO_COLOR is honoured); no rich markup, so a name from a log (``[red]``, ``[/]``) prints
+    as it is."""
     from rich.console import Console
 
-    return Console(highlight=False, markup=False, width=100 if not sys.stdout.isatty() else None)
+    columns = os.environ.get("COLUMNS", "").strip()
+    piped = int(columns) if columns.isdigit() and int(columns) > 0 else PIPED_WIDTH
+    return Console(highlight=False, markup=False,
+                   width=None if sys.stdout.isatty() else piped)
 
 
 def _note(text: str, quiet: bool) -> None:
@@ -277,8 +287,8 @@ def compare(
     verbose: Verbose = False,
     scheduler: SchedulerOpt = None,
 ) -> None:
-    """Compare runs: the verdict first, then batch hierarchy, summary, totals, findings; and
-    the HTML report."""
+    """Compare runs (the default command: runcompare RUN... is runcompare compare RUN...): the
+    verdict first, then batch hierarchy, summary, totals, findings; and the HTML report."""
     from .analysis.groups import parse_groups
     from .analysis.select import choose
     from .report import default_report_path, print_comparison, write_figures, write_report
@@ -356,16 +366,22 @@ def inspect(
 
 @command()
 def batch(
-    per_device: Annotated[int, typer.Option("--per-device", metavar="N",
-                                            help="Micro-batch per device.")],
-    grad_accum: Annotated[int | None, typer.Option("--grad-accum", metavar="N")] = None,
+    per_device: Annotated[int, typer.Option(
+        "--per-device", "--per-device-batch", metavar="N",
+        help="Micro-batch per device (per_device_batch in Python and the JSON).")],
+    grad_accum: Annotated[int | None, typer.Option(
+        "--grad-accum", metavar="N",
+        help="Gradient accumulation steps (or give --global-batch).")] = None,
     global_batch: Annotated[int | None, typer.Option(
         "--global-batch", metavar="N",
         help="Target global batch; accumulation is computed.")] = None,
-    world_size: Annotated[int | None, typer.Option("--world-size", metavar="N")] = None,
-    nodes: Annotated[int | None, typer.Option("--nodes", metavar="N")] = None,
-    devices_per_node: Annotated[int | None, typer.Option("--devices-per-node",
-                                                         metavar="N")] = None,
+    world_size: Annotated[int | None, typer.Option(
+        "--world-size", metavar="N",
+        help="Devices in all (or give --nodes and --devices-per-node).")] = None,
+    nodes: Annotated[int | None, typer.Option(
+        "--nodes", metavar="N", help="Nodes, with --devices-per-node.")] = None,
+    devices_per_node: Annotated[int | None, typer.Option(
+        "--devices-per-node", metavar="N", help="Devices per node, with --nodes.")] = None,
     dies_per_device: Annotated[int, typer.Option(
         "--dies-per-device", metavar="N",
         help="2 for dual-die cards that PyTorch sees as two devices.")] = 1,
@@ -373,12 +389,14 @@ def batch(
     pp: Annotated[int, typer.Option("--pp", metavar="N", help="Pipeline parallel size.")] = 1,
     cp: Annotated[int, typer.Option("--cp", metavar="N", help="Context parallel size.")] = 1,
     seq_len: Annotated[int | None, typer.Option(
-        "--seq-len", metavar="N", help="Tokens per sequence (default: the --from run's).")] = None,
+        "--seq-len", metavar="N", help="Tokens per sequence, for tokens per step.")] = None,
     max_steps: Annotated[int | None, typer.Option(
-        "--max-steps", metavar="N", help="Optimizer steps to train (or give --budget).")] = None,
+        "--max-steps", metavar="N",
+        help="Optimizer steps to train, for micro-steps and total tokens.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """The batch hierarchy of a configuration: micro, per-device, global, tokens per step."""
+    """The batch hierarchy of a configuration: micro, per-device, global, tokens per step.
+    For a token budget or a run's measured speed, see runcompare plan."""
     from .batch import plan_batch
     from .report import print_plan
 
@@ -443,8 +461,8 @@ def export(
 
 @command()
 def formats(as_json: JsonOpt = False) -> None:
-    """The logs runcompare reads: each source's name (for --source), what it reads and where
-    it looks."""
+    """The logs runcompare reads: each source's name (for --source of the commands that read
+    runs), what it reads and where it looks."""
     from .sources import FORMATS
 
     if as_json:

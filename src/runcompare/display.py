@@ -11,8 +11,8 @@ import html
 import math
 from collections.abc import Iterable, Sequence
 
-__all__ = ["LISTED", "did_you_mean", "fmt", "fmt_apart", "listing", "plotly_text", "setting",
-           "terminal_text"]
+__all__ = ["LISTED", "did_you_mean", "fmt", "fmt_apart", "listing", "plotly_text", "set_prefix",
+           "setting", "terminal_text"]
 
 #: Items a sentence lists before it says how many more there are (a sweep of 200 runs).
 LISTED = 6
@@ -81,6 +81,18 @@ def listing(items: Sequence[str], *, limit: int = LISTED, sep: str = ", ") -> st
     if len(items) <= limit:
         return sep.join(items)
     return f"{sep.join(items[:limit])} and {len(items) - limit} more"
+
+
+def set_prefix(lacking: Sequence[str]) -> str:
+    """What comes before the key in the ``--set`` that supplies a fact the runs ``lacking``
+    lack: one run's name (``--set b4:seq_len=N``); nothing for several (``--set seq_len=N``,
+    which sets every run), so a sweep whose runs all lack it is told the one setting that
+    fixes it, not its first run's.
+
+    >>> set_prefix(["b4"]), set_prefix(["b4", "b8"])
+    ('b4:', '')
+    """
+    return f"{lacking[0]}:" if len(lacking) == 1 else ""
 
 
 def plotly_text(text: str) -> str:

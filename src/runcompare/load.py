@@ -31,7 +31,15 @@ from .legs import leg_numbers, resolve_legs
 from .model import Fact, Finding, Findings, Leg, RawLog, Run
 from .parallel import run_all, workers_for
 from .remote import localize, origin, remote_url
-from .resolve import SIDECAR, merge_facts, parse_settings, read_sidecar, resolve_batch, user_fact
+from .resolve import (
+    SIDECAR,
+    Settings,
+    merge_facts,
+    parse_settings,
+    read_sidecar,
+    resolve_batch,
+    user_fact,
+)
 from .sources import REGISTRY, Format, detect, unreadable
 from .sources.config import config_facts, config_hparams, merge_hparams
 
@@ -39,7 +47,7 @@ __all__ = ["expand", "load", "load_many"]
 
 
 def load(path: str | Path, *, name: str | None = None, source: str | None = None,
-         settings: Iterable[str] = (), duplicates: str = "keep-last", cache: bool = True,
+         settings: Settings = (), duplicates: str = "keep-last", cache: bool = True,
          progress: Callable[[int, int, str], None] | None = None,
          config: str | Path | None = None, pattern: str | None = None, **facts: Any) -> Run:
     """Read ``path`` as one run (a resumed run's legs, or a folder's sources, together); it
@@ -59,7 +67,7 @@ def load(path: str | Path, *, name: str | None = None, source: str | None = None
 
 
 def load_many(paths: Iterable[str | Path], *, source: str | None = None,
-              settings: Iterable[str] = (), duplicates: str = "keep-last", cache: bool = True,
+              settings: Settings = (), duplicates: str = "keep-last", cache: bool = True,
               progress: Callable[[int, int, str], None] | None = None,
               config: str | Path | None = None, pattern: str | None = None,
               workers: int | None = 1, scheduler: str | None = None,
@@ -67,8 +75,10 @@ def load_many(paths: Iterable[str | Path], *, source: str | None = None,
     """Read the runs under ``paths`` (a folder of several runs gives one run per subfolder).
 
     ``settings`` are ``--set`` strings (``KEY=VALUE`` for every run, ``RUN:KEY=VALUE`` for the
-    run named RUN); ``facts`` apply to every run; ``config`` is a training config (an Axolotl
-    YAML, ``--config FILE``) whose facts apply to every run, above what the logs say;
+    run named RUN), or a mapping of ``KEY`` or ``RUN:KEY`` to a value, a number or a string
+    (``{"seq_len": 64, "attn:grad_accum": 8}``), checked as ``--set`` checks it; ``facts``
+    apply to every run; ``config`` is a training config (an Axolotl YAML, ``--config FILE``)
+    whose facts apply to every run, above what the logs say;
     ``pattern`` is a regular expression with named groups (a ``step`` or ``iter`` group) that
     reads plain-text logs no other source knows (``--pattern``; implies ``source="text"``);
     ``progress(done, total, name)`` is called before the first run is read and as each is
@@ -97,7 +107,7 @@ def load_parts(paths: Iterable[str | Path], parts: str | Path,
 
 
 def _load_runs(paths: Iterable[str | Path], *, given_by: str, source: str | None,
-               settings: Iterable[str], duplicates: str, cache: bool,
+               settings: Settings, duplicates: str, cache: bool,
                progress: Callable[[int, int, str], None] | None,
                config: str | Path | None, pattern: str | None, workers: int | None,
                scheduler: str | None, facts: Mapping[str, Any],

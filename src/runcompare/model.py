@@ -12,10 +12,12 @@ from itertools import accumulate
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
-from .display import did_you_mean
+from .display import LISTED, did_you_mean, listing, set_prefix
 from .errors import MissingInfoError, UsageError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     import numpy as np
     import pandas
     import polars as pl
@@ -440,29 +442,46 @@ def _number(value: int | None) -> str:
 
 #: What supplies each axis, for the error a user sees when one is missing.
 _AXIS_FIX = {
-    "micro_step": "the gradient accumulation: pass --set {run}:grad_accum=N",
-    "samples": ("the global batch: pass --set {run}:per_device_batch=N, grad_accum=N and "
+    "micro_step": "the gradient accumulation: pass --set {to}grad_accum=N",
+    "samples": ("the global batch: pass --set {to}per_device_batch=N, grad_accum=N and "
                 "world_size=N (or global_batch=N)"),
-    "tokens": ("a sequence length or a logged token counter: pass --set {run}:seq_len=N or "
+    "tokens": ("a sequence length or a logged token counter: pass --set {to}seq_len=N or "
                "write `seq_len = N` in a runcompare.toml beside the logs"),
     "epoch": "a logged epoch",
     "elapsed": "logged wall times (trainer_state.json has none; TensorBoard and W&B logs do)",
     "wall_time": "logged wall times (trainer_state.json has none; TensorBoard and W&B logs do)",
     "flops": ("a FLOP count: a logged counter (the HF Trainer's total_flos) or --set "
-              "{run}:flops_per_token=N (training FLOPs per token, e.g. 6 × parameters), which "
+              "{to}flops_per_token=N (training FLOPs per token, e.g. 6 × parameters), which "
               "needs the tokens axis too; it is never guessed from a model name"),
-    "device_hours": ("logged wall times and the world size: pass --set {run}:world_size=N "
+    "device_hours": ("logged wall times and the world size: pass --set {to}world_size=N "
                      "(trainer_state.json has no wall times; TensorBoard and W&B logs do)"),
 }
 
 
 def require_axis(run: Run, x: str) -> None:
     """Raise :class:`MissingInfoError` saying how to supply ``x`` if no point of ``run`` has it."""
+    require_axes([run], x)
+
+
+def require_axes(runs: Sequence[Run], x: str) -> None:
+    """:func:`require_axis` for every run at once: the error names the runs that lack ``x``
+    (the first few of a sweep) and, for more than one, the ``--set`` for every run
+    (``KEY=N``), not one run's (``RUN:KEY=N``)."""
     if x not in AXES:
         raise UsageError(f"unknown axis {x!r}; {did_you_mean(x, AXES)}choose one of "
                          f"{', '.join(AXES)}")
-    if x == "step" or run.scalars.is_empty():
+    if x == "step":
         return
-    if run.scalars.get_column(x).null_count() == run.scalars.height:
-        fix = _AXIS_FIX[x].format(run=run.name)
-        raise MissingInfoError(f"run {run.name!r} cannot be put on the {x} axis: it needs {fix}")
+    lacking = [run.name for run in runs if not run.scalars.is_empty()
+               and run.scalars.get_column(x).null_count() == run.scalars.height]
+    if not lacking:
+        return
+    fix = _AXIS_FIX[x].format(to=set_prefix(lacking))
+    if len(lacking) == 1:
+        raise MissingInfoError(f"run {lacking[0]!r} cannot be put on the {x} axis: it needs "
+                               f"{fix}")
+    every = "" if len(lacking) == len(runs) or "--set" not in fix else (
+        " (--set KEY=N sets every run; RUN:KEY=N sets one)")
+    names = f"all {len(runs)} runs" if len(lacking) == len(runs) > LISTED else "runs " + listing(
+        [repr(name) for name in lacking])
+    raise MissingInfoError(f"{names} cannot be put on the {x} axis: they need {fix}{every}")

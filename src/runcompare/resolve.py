@@ -26,6 +26,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 __all__ = [
     "SIDECAR",
+    "Settings",
     "agrees",
     "infer_global_batch",
     "merge_facts",
@@ -227,23 +228,46 @@ def _complete(global_batch: Fact[int], micro: Fact[int], accum: Fact[int], world
     return micro, accum, world
 
 
-def parse_settings(settings: Iterable[str], *,
+#: What ``--set`` takes from Python: ``KEY=VALUE`` / ``RUN:KEY=VALUE`` strings, or a mapping
+#: of ``KEY`` / ``RUN:KEY`` to a value (a string, or a number as a config gives it).
+Settings = Iterable[str] | Mapping[str, str | int | float]
+
+
+def parse_settings(settings: Settings, *,
                    source: str = "--set") -> dict[str | None, dict[str, Fact[Any]]]:
-    """``KEY=VALUE`` (every run) and ``RUN:KEY=VALUE`` (one run) into user facts per run name.
+    """``KEY=VALUE`` (every run) and ``RUN:KEY=VALUE`` (one run) into user facts per run name;
+    a mapping gives ``KEY`` or ``RUN:KEY`` its value, a number or a string, with the same
+    checks (``{"seq_len": 64}`` is ``seq_len=64``; ``{"seq_len": 64.5}`` is an error).
 
     >>> parse_settings(["seq_len=64", "attn:grad_accum=8"])[None]["seq_len"].value
     64
+    >>> parse_settings({"seq_len": 64, "attn:grad_accum": "8"})["attn"]["grad_accum"].value
+    8
     """
+    if isinstance(settings, Mapping):
+        items = [(f"{target}={value!r}", str(target), value) for target, value in settings.items()]
+    else:
+        items = [_setting(item) for item in ([settings] if isinstance(settings, str)
+                                              else settings)]
     out: dict[str | None, dict[str, Fact[Any]]] = {}
-    for item in settings:
-        target, eq, value = item.partition("=")
+    for shown, target, value in items:
         run, colon, key = target.rpartition(":") if ":" in target else ("", "", target)
-        if not eq or not key.strip() or not value.strip():
-            raise UsageError(f"--set {item!r}: expected KEY=VALUE or RUN:KEY=VALUE, "
+        value = value.strip() if isinstance(value, str) else value
+        if not key.strip() or value in ("", None):
+            raise UsageError(f"--set {shown}: expected KEY=VALUE or RUN:KEY=VALUE, "
                              "e.g. --set seq_len=1024")
-        fact = user_fact(key.strip(), value.strip(), source=source)
+        fact = user_fact(key.strip(), value, source=source)
         out.setdefault(run.strip() if colon else None, {})[key.strip()] = fact
     return out
+
+
+def _setting(item: object) -> tuple[str, str, str]:
+    """How one ``--set`` string is shown in an error, its target and its value."""
+    if not isinstance(item, str):
+        raise UsageError(f"settings: {item!r} is not a KEY=VALUE string; give strings such as "
+                         "'seq_len=1024', or a mapping such as {'seq_len': 1024}")
+    target, eq, value = item.partition("=")
+    return repr(item), target, value if eq else ""
 
 
 def user_fact(key: str, value: Any, *, source: str) -> Fact[Any]:

@@ -15,7 +15,7 @@ import polars as pl
 from ..audit import audit, axis_fallback, propose_axis
 from ..display import did_you_mean, fmt
 from ..errors import InputError, UnknownMetricError
-from ..model import Finding, Findings, Run, require_axis
+from ..model import Finding, Findings, Run, require_axes
 from .align import aggregate, align
 from .differs import Differences, differences
 from .groups import auto_groups
@@ -207,8 +207,7 @@ class _Plan:
         runs = list(runs)
         proposed = propose_axis(runs)
         axis = x or proposed
-        for run in runs:
-            require_axis(run, axis)
+        require_axes(runs, axis)
         kept = {m for run in runs for m in run.metrics}
         named = [m for m in metrics or () if not is_glob(m, kept)]
         if metrics:

@@ -22,7 +22,7 @@ import polars as pl
 
 from ..display import did_you_mean
 from ..errors import UnknownMetricError
-from ..model import Run, require_axis
+from ..model import Run, require_axes
 from .crossing import at_position, crossing
 from .fit import fit_width, metric_curve, metric_value
 from .kinds import QUALITY, TOTAL, is_eval
@@ -98,8 +98,7 @@ def summarize(runs: Sequence[Run], *, x: str, metrics: Sequence[str],
     ``kinds`` maps metrics to their kind (default: all quality); ``curve`` is the smoothing of
     the curve on which training metrics cross their target (default: the values as logged).
     """
-    for run in runs:
-        require_axis(run, x)
+    require_axes(runs, x)
     rows: list[tuple[object, ...]] = []
     for metric in metrics:
         kind = (kinds or {}).get(metric, QUALITY)

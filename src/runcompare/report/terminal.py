@@ -1,5 +1,5 @@
-"""The terminal summary: rich tables that fit 100 columns; no colour when not a TTY. Every
-name and message from a log goes through :func:`~runcompare.display.terminal_text`."""
+"""The terminal summary: rich tables that fit the console's width; no colour when not a TTY.
+Every name and message from a log goes through :func:`~runcompare.display.terminal_text`."""
 
 from __future__ import annotations
 

@@ -17,6 +17,8 @@ Adding a format = one module exporting ``FORMAT`` + one line in :data:`FORMATS`
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 
 from ..display import did_you_mean
@@ -99,14 +101,44 @@ def detect(path: Path, *, source: str | None = None) -> dict[str, Format]:
 
 def unreadable(path: Path) -> str | None:
     """What under the folder ``path`` no reader could open (FIFOs, links to nothing or in a
-    loop, no permission), said in one sentence with the fix; None when there is nothing."""
-    found = passed_over(path) if path.is_dir() else []
+    loop, no permission; not W&B's link to its own log, :func:`_wandb_core_log`), said in one
+    sentence with the fix; None when there is nothing."""
+    found = passed_over(path, left=_wandb_core_log) if path.is_dir() else []
     if not found:
         return None
     more = f" and {len(found) - 5} more" if len(found) > 5 else ""
     return (f"{len(found)} entr{'y' if len(found) == 1 else 'ies'} under it could not be read "
             f"and {'was' if len(found) == 1 else 'were'} passed over: {', '.join(found[:5])}"
             f"{more}; if they hold logs, make them readable (chmod, or fix the links)")
+
+
+#: A W&B run folder (``wandb/run-<date>_<time>-<id>``, ``offline-run-...``) and the file its
+#: service logs to in the user's cache folder (``core-debug-<date>_<time>.log``).
+_WANDB_RUN = re.compile(r"(?:offline-)?run-\d{8}_\d{6}-\w+")
+_WANDB_CORE = re.compile(r"core-debug-[\w.-]*\.log")
+
+
+def _wandb_core_log(link: Path, target: str) -> bool:
+    """Whether the symbolic link ``link`` (to ``target``) is the one W&B's service makes in a
+    run folder, ``logs/debug-core.log``, to its own log in the user's cache folder (an
+    absolute path, ``~/.cache/wandb/logs/core-debug-<date>_<time>.log``; wandb-core's
+    ``symlinkDebugCore``, core/internal/stream/streamlogger.go). It holds no training logs, and leads nowhere once the run has left the
+    machine it was made on: not worth a warning.
+
+    >>> run = Path("wandb/offline-run-20261129_100737-wqchi4g2")
+    >>> _wandb_core_log(run / "logs/debug-core.log",
+    ...                "/root/.cache/wandb/logs/core-debug-20261129_100737.log")
+    True
+    >>> _wandb_core_log(run / "logs/debug-core.log", "../../elsewhere.log")
+    False
+    >>> _wandb_core_log(run / "files/output.log",
+    ...                "/root/.cache/wandb/logs/core-debug-20261129_100737.log")
+    False
+    """
+    return (link.name == "debug-core.log" and link.parent.name == "logs"
+            and _WANDB_RUN.fullmatch(link.parent.parent.name) is not None
+            and os.path.isabs(target)
+            and _WANDB_CORE.fullmatch(os.path.basename(target)) is not None)
 
 
 def _lfs_pointer(path: Path) -> str | None:

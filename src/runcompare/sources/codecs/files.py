@@ -13,6 +13,7 @@ import errno
 import mmap
 import os
 import re
+from collections.abc import Callable
 from contextlib import suppress
 from functools import lru_cache
 from pathlib import Path
@@ -105,11 +106,14 @@ def _kind(entry: os.DirEntry[str]) -> str:
         return "other"
 
 
-def passed_over(root: Path, *, depth: int = 8, limit: int = 20_000) -> list[str]:
+def passed_over(root: Path, *, depth: int = 8, limit: int = 20_000,
+                left: Callable[[Path, str], bool] | None = None) -> list[str]:
     """What under the folder ``root`` no reader can read, as ``relative/path (why)``: FIFOs,
     sockets and devices, symbolic links that lead nowhere or in a loop, and files and folders
     this user may not read. Hidden folders are not entered, nor linked ones (no loop is
-    followed); ``depth`` folders down and ``limit`` entries at most."""
+    followed); ``depth`` folders down and ``limit`` entries at most. ``left(link, target)``
+    says which links to nothing their writer leaves so by design (a tool's link to a file on
+    the machine the run was made on): those are not named."""
     found: list[str] = []
     folders, seen = [(root, 0)], 0
     while folders and seen < limit:
@@ -123,7 +127,7 @@ def passed_over(root: Path, *, depth: int = 8, limit: int = 20_000) -> list[str]
             continue
         for entry in entries:
             seen += 1
-            why = _unreadable(entry)
+            why = _unreadable(entry, left)
             if why:
                 slash = "/" if entry.is_dir(follow_symlinks=False) else ""
                 found.append(f"{_relative(Path(entry.path), root)}{slash} ({why})")
@@ -133,8 +137,10 @@ def passed_over(root: Path, *, depth: int = 8, limit: int = 20_000) -> list[str]
     return sorted(found)
 
 
-def _unreadable(entry: os.DirEntry[str]) -> str | None:
-    """Why no reader can read ``entry`` (None when one can, or it is a folder to enter)."""
+def _unreadable(entry: os.DirEntry[str],
+                left: Callable[[Path, str], bool] | None = None) -> str | None:
+    """Why no reader can read ``entry`` (None when one can, or it is a folder to enter, or a
+    link to nothing that ``left`` expects)."""
     try:
         if entry.is_symlink():
             os.stat(entry.path)  # where it leads
@@ -145,10 +151,21 @@ def _unreadable(entry: os.DirEntry[str]) -> str | None:
         if not entry.is_file():
             return "a FIFO, socket or device, not a regular file"
     except FileNotFoundError:
-        return "a symbolic link to nothing"
+        return None if _left_so(entry, left) else "a symbolic link to nothing"
     except OSError as exc:
         return "a symbolic link in a loop" if exc.errno == errno.ELOOP else exc.strerror
     return None if _may(entry.path, os.R_OK) else "permission denied"
+
+
+def _left_so(entry: os.DirEntry[str], left: Callable[[Path, str], bool] | None) -> bool:
+    """Whether ``entry``, a link to nothing, is one that ``left`` expects."""
+    if left is None or not entry.is_symlink():
+        return False
+    try:
+        target = os.readlink(entry.path)
+    except OSError:  # gone meanwhile
+        return False
+    return left(Path(entry.path), target)
 
 
 def may_read(path: Path) -> bool:
