@@ -16,7 +16,7 @@ from .display import LISTED, did_you_mean, listing, set_prefix
 from .errors import MissingInfoError, UsageError
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     import numpy as np
     import pandas
@@ -364,11 +364,24 @@ class Run:
             self.__dict__["_slices"] = known
         return known[1]
 
+    def memo(self, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
+        """``make()``, worked out once per ``key`` for the points frame the run holds (what
+        the summary and the verdict both read off a run: the local fit of a metric)."""
+        known: tuple[pl.DataFrame, dict[tuple[Any, ...], Any]] | None = \
+            self.__dict__.get("_memo")
+        if known is None or known[0] is not self.scalars:
+            known = (self.scalars, {})
+            self.__dict__["_memo"] = known
+        if key not in known[1]:
+            known[1][key] = make()
+        return known[1][key]
+
     def __getstate__(self) -> dict[str, Any]:
-        """Pickled without the memo of :meth:`_points_by_metric` (it holds the points frame
-        again)."""
+        """Pickled without the memos of :meth:`_points_by_metric` and :meth:`memo` (they hold
+        the points frame again)."""
         state = dict(self.__dict__)
         state.pop("_slices", None)
+        state.pop("_memo", None)
         return state
 
     @property

@@ -26,11 +26,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import polars as pl
 
+from ..model import Run
 from .kinds import is_eval
 from .smooth import Smoothing
 
-__all__ = ["FitNoise", "fit_noise", "fit_width", "local_fit", "metric_curve", "metric_value"]
+__all__ = ["FitNoise", "fit_noise", "fit_width", "local_fit", "metric_curve", "metric_value",
+           "run_curve"]
 
 #: The last stretch of the budget whose raw points measure the scatter, and the fewest points
 #: it holds (taken further back when the stretch has fewer).
@@ -80,6 +83,8 @@ def _window(u: np.ndarray, a: np.ndarray, w: float) -> tuple[np.ndarray, np.ndar
     on either side of a place between them."""
     lo = np.searchsorted(u, a - w, side="left")
     hi = np.searchsorted(u, a + w, side="right")
+    if a.size == u.size and a.base is u or a is u:
+        return lo, hi  # the places are the points: each window holds its own
     left = np.searchsorted(u, a, side="right") - 1
     right = np.searchsorted(u, a, side="left")
     lo = np.where(left >= 0, np.minimum(lo, np.maximum(left, 0)), lo)
@@ -87,11 +92,25 @@ def _window(u: np.ndarray, a: np.ndarray, w: float) -> tuple[np.ndarray, np.ndar
     return lo, hi
 
 
-def _scaled(xs: np.ndarray, values: np.ndarray, at: np.ndarray,
-            h: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-    """The finite points and the places on [0, 1] over the points' range; h likewise."""
+def _finite(xs: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     keep = np.isfinite(xs) & np.isfinite(values)
-    x, y = xs[keep].astype(float), values[keep].astype(float)
+    if keep.all():
+        return xs.astype(float, copy=False), values.astype(float, copy=False)
+    return xs[keep].astype(float), values[keep].astype(float)
+
+
+def _between(x: np.ndarray, y: np.ndarray, low: float,
+             high: float) -> tuple[np.ndarray, np.ndarray]:
+    """The points from the last one before ``low`` to the first one after ``high``: all that a
+    fit at places between them reads (a fit at one place need not sum a whole run)."""
+    first = max(int(np.searchsorted(x, low, side="left")) - 1, 0)
+    last = min(int(np.searchsorted(x, high, side="right")) + 1, x.size)
+    return x[first:last], y[first:last]
+
+
+def _scaled(x: np.ndarray, y: np.ndarray, at: np.ndarray,
+            h: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """The (finite) points and the places on [0, 1] over the points' range; h likewise."""
     origin = x[0] if x.size else 0.0
     scale = max(float(x[-1] - origin) if x.size else 0.0, h, 1e-300)
     return (x - origin) / scale, y, (np.asarray(at, float) - origin) / scale, h / scale
@@ -107,16 +126,24 @@ def local_fit(xs: np.ndarray, values: np.ndarray, at: np.ndarray, h: float) -> n
     >>> local_fit(x, v, np.array([9.5]), 2.0)
     array([nan])
     """
-    u, y, a, w = _scaled(xs, values, at, h)
+    x, y = _finite(xs, values)
+    at = np.asarray(at, float)
+    if at.size and at.size * 8 < x.size:  # a few places: only the points around them
+        x, y = _between(x, y, float(at.min()) - h, float(at.max()) + h)
+    u, y, a, w = _scaled(x, y, at, h)
     out = np.full(a.shape, np.nan)
     if not u.size:
         return out
+    points = at is xs or (at.size == x.size and bool(np.array_equal(at, x)))
+    a = u if points else a
     inside = (a >= u[0]) & (a <= u[-1])
-    lo, hi = _window(u, a[inside], w)
+    lo, hi = _window(u, u if points else a[inside], w)
     centre = y.mean()
-    sums = [np.concatenate([[0.0], np.cumsum(v)])
-            for v in (np.ones_like(u), u, u * u, y - centre, u * (y - centre))]
-    n, s1, s2, t0, t1 = (s[hi] - s[lo] for s in sums)
+    dy = y - centre
+    sums = np.zeros((4, u.size + 1))
+    np.cumsum(np.stack([u, u * u, dy, u * dy]), axis=1, out=sums[:, 1:])
+    s1, s2, t0, t1 = (row.take(hi) - row.take(lo) for row in sums)
+    n = (hi - lo).astype(float)
     det = n * s2 - s1 * s1
     with np.errstate(divide="ignore", invalid="ignore"):
         slope = np.where(det > 1e-9 * n * s2, (n * t1 - s1 * t0) / det, 0.0)
@@ -136,24 +163,44 @@ def _weights(u: np.ndarray, place: float, w: float) -> tuple[int, np.ndarray]:
 
 
 def _ar1_form(weights: np.ndarray, rho: float) -> float:
-    """Σᵢⱼ lᵢlⱼρ^|i−j|, the variance of Σlᵢeᵢ for unit AR(1) noise eᵢ.
+    """Σᵢⱼ lᵢlⱼρ^|i−j|, the variance of Σlᵢeᵢ for unit AR(1) noise eᵢ: Σl² + 2Σⱼ lⱼcⱼ with
+    cⱼ = Σᵢ₍ᵢ₌ⱼ₎ ρ^(j−i)·lᵢ, summed in blocks short enough that ρ^(−i) stays finite.
 
-    >>> _ar1_form(np.array([0.5, 0.5]), 0.0), _ar1_form(np.array([0.5, 0.5]), 1.0)
-    (0.5, 1.0)
+    >>> _ar1_form(np.array([0.5, 0.5]), 0.0), _ar1_form(np.array([0.5, 0.5]), 0.5)
+    (0.5, 0.75)
+    >>> w = np.random.default_rng(1).random(3000); r = 0.9
+    >>> lag = np.abs(np.subtract.outer(np.arange(3000), np.arange(3000)))
+    >>> bool(np.isclose(_ar1_form(w, r), w @ (r ** lag) @ w))
+    True
     """
-    total, carried = 0.0, 0.0
-    for weight in weights.tolist():
-        total += weight * (weight + 2 * carried)
-        carried = rho * (carried + weight)
+    total = float(np.sum(weights ** 2))
+    if rho <= 0 or weights.size < 2:
+        return total
+    lags = math.ceil(math.log(1e-13) / math.log(rho))  # past these ρ^k counts for nothing
+    if lags <= 64:
+        return total + 2 * sum(rho ** k * float(weights[:-k] @ weights[k:])
+                               for k in range(1, min(lags, weights.size - 1) + 1))
+    block = max(int(230 / -math.log(rho)), 1)
+    carried = 0.0  # c at the block's first index
+    for start in range(0, weights.size, block):
+        w = weights[start:start + block]
+        j = np.arange(w.size, dtype=float)
+        down = rho ** j
+        partial = np.cumsum(w / down)
+        before = np.concatenate([[0.0], partial[:-1]])
+        total += 2 * float(np.sum(w * down * (carried + before)))
+        carried = float(rho ** w.size * (carried + partial[-1]))
     return total
 
 
-def _scatter(u: np.ndarray, y: np.ndarray, budget: float) -> tuple[float, float, int] | None:
+def _scatter(u: np.ndarray, y: np.ndarray, budget: float,
+             start: float) -> tuple[float, float, int] | None:
     """σ and ρ of the raw points around a quadratic (a line under 6 points) through the last
-    stretch at or before ``budget`` (scaled), and how many points that is."""
+    stretch, from ``start`` to ``budget`` (scaled; at least :data:`_POINTS` points), and how
+    many points that is."""
     before = u <= budget + 1e-12
     u, y = u[before], y[before]
-    recent = int(np.count_nonzero(u >= budget * (1 - _STRETCH)))
+    recent = int(np.count_nonzero(u >= start))
     count = min(max(recent, _POINTS), u.size)
     if count < 4:
         return None
@@ -183,10 +230,14 @@ def fit_noise(xs: np.ndarray, values: np.ndarray, place: float, h: float,
     >>> n = fit_noise(x, v, 199., 0.0, 199.); round(n.point, 3), n.sigma == n.point, n.rho
     (0.01, True, 0.0)
     """
-    u, y, a, w = _scaled(xs, values, np.array([place, budget]), h)
-    if not u.size or not u[0] <= a[0] <= u[-1]:
+    x, y = _finite(xs, values)
+    if not x.size or not x[0] <= place <= x[-1]:
         return None
-    found = _scatter(u, y, float(a[1]))
+    start = x[0] + (1 - _STRETCH) * (budget - x[0])  # the last fifth of the run to the budget
+    enough = x[max(int(np.searchsorted(x, budget, side="right")) - _POINTS, 0)]
+    x, y = _between(x, y, min(start, enough, place - h), max(budget, place + h))
+    u, y, a, w = _scaled(x, y, np.array([place, budget, start]), h)
+    found = _scatter(u, y, float(a[1]), float(a[2]))
     if found is None:
         return None
     sigma, rho, count = found
@@ -195,6 +246,16 @@ def fit_noise(xs: np.ndarray, values: np.ndarray, place: float, h: float,
     effective = float(np.sum(weights) ** 2 / form) if form > 0 else float(weights.size)
     return FitNoise(sigma * math.sqrt(max(form, 0.0)), sigma, rho, count,
                     min(effective, float(weights.size)))
+
+
+def run_curve(run: Run, series: pl.DataFrame, metric: str, axis: str, width: float, *,
+              read: str | None = None) -> np.ndarray:
+    """:func:`metric_curve` of one run's ``series`` (x, value) of ``metric`` on ``axis``,
+    worked out once per run for the summary and the verdict alike (``read``: the metric whose
+    kind decides how it is read, ``metric`` itself by default)."""
+    how = read or metric
+    return run.memo(("curve", metric, how, axis, width), lambda: metric_curve(
+        series.get_column("x").to_numpy(), series.get_column("value").to_numpy(), how, width))
 
 
 def metric_curve(xs: np.ndarray, raw: np.ndarray, metric: str, width: float) -> np.ndarray:

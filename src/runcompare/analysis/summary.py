@@ -24,7 +24,7 @@ from ..display import did_you_mean
 from ..errors import UnknownMetricError
 from ..model import Run, require_axes
 from .crossing import at_position, crossing
-from .fit import fit_width, metric_curve, metric_value
+from .fit import fit_width, metric_value, run_curve
 from .kinds import QUALITY, TOTAL, is_eval
 from .smooth import Smoothing, smooth_expr
 
@@ -110,9 +110,9 @@ def summarize(runs: Sequence[Run], *, x: str, metrics: Sequence[str],
         budget = min(s.get_column("x")[-1] for s in present) if present else None
         width = fit_width(curve, [s.get_column("x").to_numpy() for s in present])
         read = metric if kind == QUALITY else "eval/"  # diagnostics: as logged
-        curves = [None if s is None or not s.height else
-                  metric_curve(s.get_column("x").to_numpy(), s.get_column("value").to_numpy(),
-                               read, width) for s in series]
+        curves = [None if s is None or not s.height else run_curve(run, s, metric, x, width,
+                                                                    read=read)
+                  for run, s in zip(runs, series)]
         goal = None
         if kind == QUALITY:
             goal = target if target is not None and metric == main else _worst(

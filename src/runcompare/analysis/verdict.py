@@ -30,7 +30,7 @@ from ..audit import audit, propose_axis
 from ..display import fmt, listing
 from ..model import Finding, Run
 from .crossing import at_position, crossing, value_at
-from .fit import fit_noise, fit_width, local_fit, metric_curve, metric_value
+from .fit import fit_noise, fit_width, local_fit, metric_value, run_curve
 from .headline import headline, key_numbers
 from .kinds import is_eval
 from .noise import SETTLE_SEEDS, Z95, eval_scatter, seed_sd_to_settle, welch
@@ -145,7 +145,7 @@ def decide(runs: Sequence[Run], *, x: str, metric: str | None, target: float | N
         return _empty(said, axis, reason, fairness, metric)
     arms = _arms(groups, list(series))
     width = fit_width(curve, [s.get_column("x").to_numpy() for s in series.values()])
-    curves = _curves(series, metric, width)
+    curves = _curves(runs, series, metric, axis, width)
     goal = target if target is not None else _worst(curves, metric)
     for arm in arms:
         _measure(arm, {name: series[name] for name in arm.runs}, curves, metric, budget, goal,
@@ -294,11 +294,11 @@ def _arms(groups: Mapping[str, Sequence[str]], names: list[str]) -> list[_Arm]:
     return arms + [_Arm(name, [name]) for name in names if name not in grouped]
 
 
-def _curves(series: Mapping[str, pl.DataFrame], metric: str,
+def _curves(runs: Sequence[Run], series: Mapping[str, pl.DataFrame], metric: str, axis: str,
             width: float) -> dict[str, np.ndarray]:
-    """Each run's curve its crossings are read off (:func:`.fit.metric_curve`)."""
-    return {name: metric_curve(frame.get_column("x").to_numpy(),
-                               frame.get_column("value").to_numpy(), metric, width)
+    """Each run's curve its crossings are read off (:func:`.fit.run_curve`)."""
+    by_name = {run.name: run for run in runs}
+    return {name: run_curve(by_name[name], frame, metric, axis, width)
             for name, frame in series.items()}
 
 
