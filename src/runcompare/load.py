@@ -567,16 +567,38 @@ def _read_all(formats: Mapping[str, Format], path: Path, cache: bool,
     """Every source's reading of ``path``; a source that fails is reported while another reads."""
     raws: list[RawLog] = []
     failures: list[RuncompareError] = []
+    broken: list[Finding] = []
     for fmt in formats.values():
         try:
             raws.append(read_cached(fmt, path, enabled=cache, hints=hints,
                                     store_from=SOURCES_FROM))
         except (InputError, MissingInfoError) as exc:  # another source may read the run
             failures.append(exc)
+        except Exception as exc:  # a reader's bug: one bad source never sinks the others
+            if len(formats) == 1:
+                raise
+            broken.append(_source_failed(fmt, path, exc, [f for f in formats if f != fmt.name]))
     if not raws:
-        raise failures[0]
-    findings = [Finding("warning", "source-unreadable", str(exc)) for exc in failures]
+        if failures:
+            raise failures[0]
+        raise InputError("; ".join(f.message for f in broken))
+    findings = [Finding("warning", "source-unreadable", str(exc)) for exc in failures] + broken
     unread = unreadable(path)
     if unread:
         findings.append(Finding("warning", "passed-over", f"{path}: {unread}"))
     return raws, findings
+
+
+def _source_failed(fmt: Format, path: Path, exc: Exception, others: list[str]) -> Finding:
+    """The warning for a source whose reader failed on ``path`` (a bug, not bad input): which
+    source, which files, what went wrong, and the ``--source`` that reads only another one."""
+    try:
+        files = [str(file) for file in fmt.files_at(path)]
+    except OSError:
+        files = []
+    where = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+    return Finding("warning", "source-unreadable",
+                   f"{fmt.name} could not read {where or path} ({type(exc).__name__}: {exc}); "
+                   f"its points and facts are left out and the run is read from "
+                   f"{', '.join(others)}; pass --source {others[0]} to read only that one "
+                   "(and please report this)")

@@ -46,7 +46,8 @@ def steps(events: pl.DataFrame, info: dict[str, Any], hints: dict[str, Any],
     per = _from_history(per, events.filter(ev="history"), hints, findings, file)
     known = pl.when(pl.col("kind").is_in(["train", "eval"])).then("step")
     per = per.with_columns(last=_in_leg(known.forward_fill(), per))
-    at_end = pl.coalesce(pl.lit(info.get("max_steps"), pl.Int64), "last")
+    at_end = pl.coalesce(pl.lit(_int(hints.get("max_steps")) or info.get("max_steps"),
+                                pl.Int64), "last")
     per = per.with_columns(step=pl.when(pl.col("step").is_null() & (pl.col("kind") == "summary"))
                            .then(at_end).otherwise(pl.coalesce("step", "last")))
     missing = per.filter(pl.col("step").is_null() & pl.col("kind").is_in(["train", "eval"]))
@@ -58,7 +59,15 @@ def steps(events: pl.DataFrame, info: dict[str, Any], hints: dict[str, Any],
             f"progress bar tells it (first at line {missing.get_column('line')[0]}); pass "
             f"--set {key}=N (the run's TrainingArguments.{key}) or write `{key} = N` in a "
             "runcompare.toml beside the log")
-    return per.filter(pl.col("step").is_not_null()), findings
+    stepped = per.filter(pl.col("step").is_not_null())
+    if stepped.is_empty():  # a summary (or test) dict alone, and nothing tells its step
+        kinds = ", ".join(sorted(set(per.get_column("kind").drop_nulls())))
+        raise MissingInfoError(
+            f"{file}: none of the Trainer's {per.height} log dicts ({kinds}) has a step: no "
+            f"progress bar, train log or 'Total optimization steps' tells it (first at line "
+            f"{per.get_column('line')[0]}); pass --set max_steps=N (the step the summary "
+            "was printed at) or --set logging_steps=N")
+    return stepped, findings
 
 
 def _bar_total(per: pl.DataFrame, info: dict[str, Any], findings: list[Finding],
