@@ -22,6 +22,7 @@ OWN = {
     "wandb-export": DATA / "wandb_export" / "ui" / "by_step" / "train_loss.csv",
     "lightning": DATA / "lightning" / "lightning_logs" / "version_0",
     "mlflow": DATA / "mlflow" / "sqlite" / "mlflow.db",
+    "llamafactory": DATA / "llamafactory" / "graduate_agent",
     "axolotl": DATA / "axolotl" / "axolotl.yml",
     "hf-stdout": SAMPLES / "attn" / "train.log",
     "megatron": DATA / "text" / "megatron_ramp" / "train.log",

@@ -470,11 +470,28 @@ def _chosen(raws: list[RawLog], duplicates: str = "all") -> RawLog:
     if len(with_points) == 1:
         return with_points[0]
 
-    def rank(raw: RawLog) -> tuple[bool, int]:
+    def rank(raw: RawLog) -> tuple[bool, bool, int]:
         kept = resolve_legs(raw.scalars, policy=duplicates, starts=raw.leg_starts)[0].height
-        return not REGISTRY[raw.source].printed and kept > 0, kept
+        return (not _deferring(raw, with_points), not REGISTRY[raw.source].printed and kept > 0,
+                kept)
 
     return max(with_points, key=rank)
+
+
+def _deferring(raw: RawLog, raws: list[RawLog]) -> bool:
+    """Whether another of ``raws`` with points is a format ``raw``'s format defers to."""
+    wins = REGISTRY[raw.source].defers_to
+    return any(other.source in wins and other.scalars.height for other in raws)
+
+
+def _deferred(chosen: RawLog, raws: list[RawLog], run: str) -> list[Finding]:
+    """The finding saying the points come from ``chosen`` rather than a copy of its log."""
+    return [Finding("info", "source-deferred",
+                    f"points from {chosen.source} ({', '.join(f.name for f in chosen.files[:1])}"
+                    f"), not {raw.source} ({', '.join(f.name for f in raw.files[:1])}), which "
+                    f"copies its log; pass --source {raw.source} to read that one", run)
+            for raw in raws if raw is not chosen and chosen.source in
+            REGISTRY[raw.source].defers_to]
 
 
 def _sidecar(path: Path, name: str) -> list[dict[str, Fact[Any]]]:
@@ -511,6 +528,7 @@ def _build(path: Path, name: str, user: Mapping[str, Fact[Any]], raws: list[RawL
         findings.append(Finding("info", "sources-merged",
                                 f"points from {chosen.source}; facts from "
                                 f"{', '.join(raw.source for raw in raws)}", name))
+        findings += _deferred(chosen, raws, name)
     findings += [f if f.run else Finding(f.level, f.code, f.message, name)
                  for f in (*(f for raw in raws for f in raw.findings), *conflicts, *clashes,
                            *derived, *dropped)]

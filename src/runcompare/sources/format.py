@@ -58,6 +58,9 @@ class Format:
     facts_only: bool = False
     #: Values come from printed text (rounded): a structured source of the same run wins.
     printed: bool = False
+    #: Formats whose points win over this one's when both read the run (a copy of their log,
+    #: as LLaMA-Factory's trainer_log.jsonl is of trainer_state.json's log history).
+    defers_to: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if (self.files is None) == (self.claims is None):
