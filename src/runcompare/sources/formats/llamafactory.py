@@ -31,7 +31,7 @@ import polars as pl
 
 from ...errors import InputError
 from ...model import Fact, Finding, RawLog
-from ..codecs.files import folders_in
+from ..codecs.files import files_in, roots_under
 from ..format import Format
 from ..naming import canonical_names
 from ..textlog import lines as _lines
@@ -44,29 +44,24 @@ _PROGRESS = {"current_steps", "total_steps", "percentage"}
 #: The writer's names -> the Trainer's (which :func:`canonical_names` knows).
 _RENAMES = {"lr": "learning_rate", "total_tokens": "num_input_tokens_seen",
             "accuracy": "rewards/accuracies"}
-#: How deep :func:`expand` looks for output folders under a folder of runs.
-_DEPTH = 4
 
 
 def files(path: Path) -> list[Path]:
     """The trainer_log.jsonl at ``path`` (the file, or the one in the folder)."""
-    if path.is_file():
-        return [path] if path.name == LOG else []
-    return [path / LOG] if (path / LOG).is_file() else []
+    try:
+        if path.is_file():
+            return [path] if path.name == LOG else []
+    except OSError:  # a folder under one this user may not read
+        return []
+    return [file for file in files_in(path) if file.name == LOG]  # [] for a folder unread
 
 
 def expand(path: Path) -> list[Path]:
     """The output folders at ``path``: itself when it holds a trainer_log.jsonl, else those
-    up to :data:`_DEPTH` folders down (``saves/<model>/lora/<run>``), in name order."""
+    further down (``saves/<model>/lora/<run>``; :func:`~..codecs.files.roots_under`)."""
     if files(path):
         return [path]
-    found: list[Path] = []
-    level = [path] if path.is_dir() else []
-    for _ in range(_DEPTH):
-        level = [child for folder in level for child in folders_in(folder)]
-        found += [folder for folder in level if files(folder)]
-        level = [folder for folder in level if not files(folder)]
-    return sorted(found)
+    return roots_under(path, lambda folder: bool(files(folder))) if path.is_dir() else []
 
 
 def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
