@@ -77,7 +77,7 @@ def roots_under(folder: Path, is_root: Callable[[Path], bool], *, depth: int = 6
     found: list[Path] = []
     level, seen = [folder], 0
     for _ in range(depth):
-        below = []
+        below: list[Path] = []
         for parent in level:
             for child in folders_in(parent):
                 if child.name.startswith(".") or child.name in _NOT_RUNS:
