@@ -393,7 +393,7 @@ def expand(path: Path, *, source: str | None = None) -> list[tuple[Path, str, bo
     """
     formats = [f for f in detect(path, source=source).values() if not f.facts_only]
     roots = list(dict.fromkeys(root for fmt in formats
-                               for root in (fmt.expand(path) if fmt.expand else [path])))
+                               for root in fmt.roots(path)))
     given = set(roots)
     outer = [root for root in roots if not any(parent in given for parent in root.parents)]
     if len(outer) < 2:

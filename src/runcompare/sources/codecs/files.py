@@ -83,7 +83,10 @@ def roots_under(folder: Path, is_root: Callable[[Path], bool], *, depth: int = 6
                 if child.name.startswith(".") or child.name in _NOT_RUNS:
                     continue
                 seen += 1
-                (found if is_root(child) else below).append(child)
+                try:
+                    (found if is_root(child) else below).append(child)
+                except OSError:  # under a folder this user may no longer read: passed over
+                    pass
                 if seen >= limit:
                     return found
         level = below
