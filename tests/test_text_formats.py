@@ -175,6 +175,7 @@ def test_a_folder_of_text_runs_gives_one_run_each_by_its_format(cli):
     got = cli.json("inspect", DATA / "text", "--no-cache")
     formats = {r["name"]: r["format"] for r in got}
     assert formats == {"hf4x_attn": "hf-stdout", "megatron_ramp": "megatron",
-                       "megatron_restart": "megatron", "nanogpt": "nanogpt",
+                       "megatron_restart": "megatron", "megatron_skipped": "megatron",
+                       "nanogpt": "nanogpt",
                        "torchtitan": "torchtitan", "torchtitan_resume": "torchtitan",
                        "colon": "text", "kv": "text", "seed_trainer": "text"}
