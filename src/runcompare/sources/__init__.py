@@ -25,6 +25,7 @@ from .codecs.files import LFS_POINTER, files_in, lfs_message, may_read, passed_o
 from .format import Format, settle_claims
 from .formats import (
     axolotl,
+    detectron2,
     hf_stdout,
     hf_trainer,
     jsonl,
@@ -52,6 +53,7 @@ FORMATS: list[Format] = settle_claims([
     lightning.FORMAT,
     mlflow.FORMAT,
     llamafactory.FORMAT,
+    detectron2.FORMAT,
     axolotl.FORMAT,
     hf_stdout.FORMAT,
     megatron.FORMAT,

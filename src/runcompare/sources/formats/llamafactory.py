@@ -22,7 +22,6 @@ refused, it holds no training. The folder usually also holds the Trainer's
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -30,11 +29,12 @@ from typing import Any
 import polars as pl
 
 from ...errors import InputError
-from ...model import Fact, Finding, RawLog
+from ...model import Fact, RawLog
 from ..codecs.files import files_in, roots_under
 from ..format import Format
 from ..naming import canonical_names
 from ..textlog import lines as _lines
+from ..textlog.records import numbers, read_records
 
 __all__ = ["FORMAT", "LOG", "expand", "files", "read"]
 
@@ -70,47 +70,13 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
     if not found:
         raise InputError(f"{path}: no {LOG} found")
     file = found[0]
-    records, bad, cut = _records(file)
-    findings: list[Finding] = []
-    if cut is not None:
-        findings.append(Finding("warning", "damaged-input",
-                                f"{file}: line {cut} is cut off (the file ends inside a JSON "
-                                "object, as when a run is killed while writing); dropped it"))
-    unparsed = _lines.unparsed_finding(file, pl.DataFrame(
-        bad, schema={"line": pl.Int64, "text": pl.String}, orient="row"), "LLaMA-Factory log lines")
-    findings += [unparsed] if unparsed else []
+    log = read_records(file)
+    records = log.objects
     rows, names = _rows(file, records)
     scalars = _lines.to_raw(rows, names)
     return RawLog(path=path, scalars=scalars, step_unit="optimizer", facts=_facts(file, records),
-                  findings=findings, files=[file],
+                  findings=log.findings("LLaMA-Factory log lines"), files=[file],
                   aliases={name: key for key, name in names.items() if name != key})
-
-
-def _records(file: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple[int, str]],
-                                  int | None]:
-    """(line number, object) of each line that parses, the lines that do not, and the last
-    line's number when it is cut off (no newline and no whole object)."""
-    try:
-        text = file.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise InputError(f"{file}: cannot be read ({exc.strerror})") from exc
-    records, bad = [], []
-    cut = None
-    lines = text.split("\n")
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            value = json.loads(line)
-        except ValueError:
-            if number == len(lines):  # the file ends inside this line
-                cut = number
-            else:
-                bad.append((number, line))
-            continue
-        if isinstance(value, dict):
-            records.append((number, value))
-    return records, bad, cut
 
 
 def _rows(file: Path, records: list[tuple[int, dict[str, Any]]]
@@ -147,9 +113,7 @@ def _step(record: dict[str, Any]) -> int | None:
 
 def _metrics(record: dict[str, Any]) -> dict[str, float]:
     """The numbers of a line that are metrics (not progress; booleans are no numbers)."""
-    return {key: float(value) for key, value in record.items()
-            if key not in _PROGRESS and isinstance(value, (int, float))
-            and not isinstance(value, bool)}
+    return numbers(record, _PROGRESS)
 
 
 def _facts(file: Path, records: list[tuple[int, dict[str, Any]]]) -> dict[str, Fact[Any]]:
