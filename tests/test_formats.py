@@ -24,6 +24,7 @@ OWN = {
     "mlflow": DATA / "mlflow" / "sqlite" / "mlflow.db",
     "llamafactory": DATA / "llamafactory" / "graduate_agent",
     "detectron2": DATA / "detectron2" / "output",
+    "keras-csv": DATA / "keras_csv" / "voice_identification",
     "axolotl": DATA / "axolotl" / "axolotl.yml",
     "hf-stdout": SAMPLES / "attn" / "train.log",
     "megatron": DATA / "text" / "megatron_ramp" / "train.log",
