@@ -22,6 +22,9 @@ OWN = {
     "wandb-export": DATA / "wandb_export" / "ui" / "by_step" / "train_loss.csv",
     "lightning": DATA / "lightning" / "lightning_logs" / "version_0",
     "mlflow": DATA / "mlflow" / "sqlite" / "mlflow.db",
+    "llamafactory": DATA / "llamafactory" / "graduate_agent",
+    "detectron2": DATA / "detectron2" / "output",
+    "keras-csv": DATA / "keras_csv" / "voice_identification",
     "axolotl": DATA / "axolotl" / "axolotl.yml",
     "hf-stdout": SAMPLES / "attn" / "train.log",
     "megatron": DATA / "text" / "megatron_ramp" / "train.log",
@@ -86,5 +89,5 @@ def test_the_no_logs_error_is_one_short_line_and_formats_lists_each_format(cli, 
 def test_the_readme_names_every_format():
     """Renaming a format in its module alone fails here: users type the names the README shows."""
     table = (ROOT / "README.md").read_text(encoding="utf-8")
-    named = set(re.findall(r"^\| `([a-z-]+)`(?:, `([a-z-]+)`)? \|", table, re.MULTILINE))
+    named = set(re.findall(r"^\| `([a-z0-9-]+)`(?:, `([a-z0-9-]+)`)? \|", table, re.MULTILINE))
     assert {name for pair in named for name in pair if name} == set(REGISTRY)

@@ -183,3 +183,36 @@ def test_an_entry_whose_step_no_int64_holds_or_is_a_bool_is_no_point(tmp_path):
     raw = REGISTRY["hf-trainer"].read_at(tmp_path)
     assert raw.scalars.select("metric", "step", "value").rows() == [
         ("train/loss", 1, 2.0), ("train/loss", 3, 0.25)]
+
+
+def test_output_dirs_nested_at_any_depth_under_a_folder_of_runs(cli, tmp_path):
+    # issue #29: runs/<name>/results/checkpoint-N/trainer_state.json, a layout of real runs
+    for name, run in (("ddp", "hf_ddp"), ("global32", "hf_global32")):
+        shutil.copytree(DATA / run / "checkpoint-30",
+                        tmp_path / "sweep" / name / "results" / "checkpoint-30")
+    got = cli.json("inspect", tmp_path / "sweep", "--no-cache")
+    assert sorted((r["name"], r["steps"]["optimizer"]) for r in got) == [
+        ("ddp/results", 30), ("global32/results", 30)]
+    batch = {r["name"]: r["batch"]["per_device_batch"]["value"] for r in got}
+    assert batch == {"ddp/results": 4, "global32/results": 4}
+
+
+def test_one_output_dir_deep_in_a_folder_is_that_run(cli, tmp_path):
+    shutil.copytree(DATA / "hf_ddp" / "checkpoint-30",
+                    tmp_path / "job" / "outputs" / "results" / "checkpoint-30")
+    got = cli.json("inspect", tmp_path / "job", "--no-cache")
+    assert got["format"] == "hf-trainer" and got["steps"]["optimizer"] == 30
+
+
+def test_the_search_for_output_dirs_is_bounded(tmp_path):
+    from runcompare.sources.codecs.files import roots_under
+
+    deep = tmp_path.joinpath(*[f"d{i}" for i in range(8)])
+    shutil.copytree(DATA / "hf_ddp" / "checkpoint-30", deep / "checkpoint-30")
+    assert roots_under(tmp_path, lambda f: (f / "checkpoint-30").is_dir()) == []
+    assert roots_under(tmp_path, lambda f: (f / "checkpoint-30").is_dir(), depth=8) == [deep]
+    for i in range(30):
+        (tmp_path / f"wide{i:02d}").mkdir()
+    last = tmp_path / "wide29"
+    assert roots_under(tmp_path, lambda f: f == last) == [last]
+    assert roots_under(tmp_path, lambda f: f == last, limit=10) == []  # looked at 10 folders

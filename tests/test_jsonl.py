@@ -124,3 +124,16 @@ def test_other_json_files_are_not_claimed(tmp_path):
     assert not REGISTRY["jsonl"].finds(tmp_path)
     with pytest.raises(InputError, match="no JSON line held a number"):
         REGISTRY["jsonl"].read_at(tmp_path / "one.jsonl")
+
+
+def test_a_folder_of_json_lines_runs_gives_one_run_each(cli):
+    # issue #33: tests/data/jsonl holds three runs, a metrics.jsonl one level down each
+    got = cli.json("inspect", DATA / "jsonl", "--no-cache")
+    assert sorted((r["name"], r["format"], r["steps"]["optimizer"]) for r in got) == [
+        ("diverged", "jsonl", 20), ("plain", "jsonl", 60), ("resumed", "jsonl", 60)]
+
+
+def test_a_folder_holding_one_run_folder_is_that_run(cli, tmp_path):
+    shutil.copytree(DATA / "jsonl" / "plain", tmp_path / "job" / "logs")
+    got = cli.json("inspect", tmp_path / "job", "--no-cache")
+    assert got["name"] == "job" and got["format"] == "jsonl" and got["steps"]["optimizer"] == 60

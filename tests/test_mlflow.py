@@ -440,3 +440,32 @@ def test_a_database_cut_before_its_tables_is_still_a_clear_error(tmp_path):
     cut.write_bytes(DB.read_bytes()[:4096])
     with pytest.raises(InputError, match=r"mlflow\.db: cannot be read as an MLflow SQLite"):
         _all_points(cut)
+
+
+KERAS = DATA / "mlflow" / "keras_autolog"
+
+
+def _metric_file(key: str) -> list[tuple[int, float]]:
+    """(step, value) of a metric file of the autolog run, read as MLflow writes it."""
+    (run,) = [p for p in (KERAS / "mlruns").glob("*/*") if (p / "metrics").is_dir()]
+    lines = (run / "metrics" / key).read_text().split()
+    return [(int(lines[i + 2]), float(lines[i + 1])) for i in range(0, len(lines), 3)]
+
+
+def test_keras_autolog_logs_per_epoch_and_the_step_unit_says_so(cli):
+    got = cli.json("inspect", KERAS, "--no-cache")
+    assert got["step_unit"] == "epoch" and got["format"] == "mlflow"
+    (said,) = [f for f in got["findings"] if f["code"] == "step-is-epoch"]
+    assert "mlflow.tensorflow.autolog" in said["message"]
+    assert "step-unit-assumed" not in [f["code"] for f in got["findings"]]
+    run = rc.load(KERAS, cache=False)
+    for key, metric in (("loss", "train/loss"), ("val_loss", "eval/loss")):
+        points = run.scalars.filter(metric=metric).sort("step")
+        assert points.select("step", "value").rows() == _metric_file(key)
+        # 4 epochs (params/epochs), logged at epochs 0..3
+        assert points.get_column("epoch").to_list() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_a_run_logged_by_hand_is_still_taken_as_optimizer_steps():
+    raw = REGISTRY["mlflow"].read_at(_file_runs()["accum2"])
+    assert raw.step_unit == "optimizer"

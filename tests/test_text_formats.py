@@ -169,3 +169,13 @@ def test_torchtitan_resume_is_two_legs_from_the_loaded_checkpoint():
             run.batch.global_batch.value, run.batch.seq_len.value) == (2, 2, 16, 4096)
     assert run.batch.seq_len.source == "train.log line 15: sequence length"
     assert run.micro_steps == 160
+
+
+def test_a_folder_of_text_runs_gives_one_run_each_by_its_format(cli):
+    got = cli.json("inspect", DATA / "text", "--no-cache")
+    formats = {r["name"]: r["format"] for r in got}
+    assert formats == {"hf4x_attn": "hf-stdout", "megatron_ramp": "megatron",
+                       "megatron_restart": "megatron", "megatron_skipped": "megatron",
+                       "nanogpt": "nanogpt",
+                       "torchtitan": "torchtitan", "torchtitan_resume": "torchtitan",
+                       "colon": "text", "kv": "text", "seed_trainer": "text"}

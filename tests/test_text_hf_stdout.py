@@ -322,3 +322,59 @@ def test_an_unreadable_dict_after_non_ascii_text_is_shown_from_its_brace(tmp_pat
     run = rc.load(tmp_path, cache=False)
     unparsed = [f for f in run.findings if f.code == "unparsed-lines"]
     assert len(unparsed) == 1 and ": {'loss': 2.145, 'grad_norm': " in unparsed[0].message
+
+
+def _pasted(tmp_path, *, blank_after_each=False, keep_train=None, head=""):
+    """sample_logs/attn/train.log as text pasted from a terminal (each tqdm redraw a line, as
+    \\r turns into a newline), without its INFO block; optionally with a blank line after every
+    line (a paste from a web page) and only the first ``keep_train`` dicts (a paste cut short).
+    Hand-made from the real log: the paste is the malformed input under test."""
+    text = (SAMPLES / "attn" / "train.log").read_text(encoding="utf-8").replace("\r", "\n")
+    lines, dicts = [], 0
+    for line in text.split("\n"):
+        if line.startswith("[transformers]"):
+            continue
+        if "{'" in line:  # an eval dict comes after a cursor code
+            dicts += 1
+            if keep_train is not None and dicts > keep_train:
+                continue
+        lines.append(line)
+    out = head + ("\n\n" if blank_after_each else "\n").join(lines)
+    path = tmp_path / "pasted.log"
+    path.write_text(out, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("blank", [False, True], ids=["pasted", "blank-after-each-line"])
+def test_a_pasted_log_takes_the_bar_after_the_blank_lines_after_a_dict(tmp_path, blank):
+    raw = REGISTRY["hf-stdout"].read_at(_pasted(tmp_path, blank_after_each=blank))
+    loss = raw.scalars.filter(metric="train/loss").sort("step")
+    # attn logs every 5 of 100 steps; the bars after the dicts say so
+    assert loss.get_column("step").to_list() == list(range(5, 101, 5))
+    assert _stdout_points(raw) == _stdout_points(REGISTRY["hf-stdout"].read_at(SAMPLES / "attn"))
+
+
+def test_the_last_bar_past_the_last_dict_sets_the_steps_done_and_max_steps(tmp_path):
+    # the first 16 dicts: 14 train logs (every 5 steps) and 2 evaluations, to step 70
+    raw = REGISTRY["hf-stdout"].read_at(_pasted(tmp_path, keep_train=16))
+    assert raw.scalars.get_column("step").max() == 70
+    assert raw.facts["global_step"].value == 100
+    assert "last count of the training bar (100/100)" in raw.facts["global_step"].source
+    assert raw.facts["max_steps"].value == 100
+
+
+def test_printed_training_arguments_give_the_steps_when_no_bar_does(tmp_path):
+    text = (SAMPLES / "attn" / "train.log").read_text(encoding="utf-8")
+    dicts = re.findall(r"\{'[^{}]*\}", text)
+    # the dicts alone (a paste that lost every bar) after the run's own logging_steps and
+    # eval_steps (5 and 25, tests/data/README.md) printed as TrainingArguments prints them
+    head = "TrainingArguments(\n_n_gpu=1,\neval_steps=25,\nlogging_steps=5,\nmax_steps=100,\n)\n"
+    (tmp_path / "bare.log").write_text("\n".join(dicts) + "\n")
+    with pytest.raises(MissingInfoError, match="--set logging_steps=N"):
+        REGISTRY["hf-stdout"].read_at(tmp_path / "bare.log")
+    (tmp_path / "bare.log").unlink()
+    (tmp_path / "train.log").write_text(head + "\n".join(dicts) + "\n")
+    raw = REGISTRY["hf-stdout"].read_at(tmp_path / "train.log")
+    assert _stdout_points(raw) == _stdout_points(REGISTRY["hf-stdout"].read_at(SAMPLES / "attn"))
+    assert raw.facts["logging_steps"].value == 5
+    assert "logging-steps-from-log" in [f.code for f in raw.findings]

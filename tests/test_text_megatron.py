@@ -173,3 +173,22 @@ def test_a_validation_pair_whose_name_is_damaged_is_skipped_and_said(tmp_path):
     unparsed = [f for f in run.findings if f.code == "unparsed-lines"]
     assert len(unparsed) == 1 and "validation loss at iteration 150" in unparsed[0].message
     assert rc.compare([clean, run]).verdict.metric == "eval/loss"
+
+
+def test_iterations_skipped_on_fp16_overflow_are_counted_and_said():
+    # a real Megatron (NeMo MCore) fp16 run whose 5 iterations all overflowed while the loss
+    # scale came down from 2^32 (tests/data/text/README.md): no update, no lm loss printed
+    raw = REGISTRY["megatron"].read_at(DATA / "text" / "megatron_skipped")
+    assert raw.facts["skipped_iterations"].value == 5
+    (said,) = [f for f in raw.findings if f.code == "skipped-iterations"]
+    assert "5 of the 5 iterations logged (1-5) were skipped" in said.message
+    assert "0 updates were applied" in said.message
+    samples = raw.scalars.filter(metric="train/consumed_samples").sort("step")
+    assert samples.select("step", "value").rows()[-1] == (5, 160.0)  # consumed all the same
+
+
+def test_a_run_without_skipped_iterations_says_nothing_of_them():
+    for run in (RAMP, RESTART):
+        raw = REGISTRY["megatron"].read_at(run)
+        assert "skipped_iterations" not in raw.facts
+        assert "skipped-iterations" not in [f.code for f in raw.findings]

@@ -403,7 +403,7 @@ def expand(path: Path, *, source: str | None = None) -> list[tuple[Path, str, bo
     """
     formats = [f for f in detect(path, source=source).values() if not f.facts_only]
     roots = list(dict.fromkeys(root for fmt in formats
-                               for root in (fmt.expand(path) if fmt.expand else [path])))
+                               for root in fmt.roots(path)))
     given = set(roots)
     outer = [root for root in roots if not any(parent in given for parent in root.parents)]
     if len(outer) < 2:
@@ -480,11 +480,28 @@ def _chosen(raws: list[RawLog], duplicates: str = "all") -> RawLog:
     if len(with_points) == 1:
         return with_points[0]
 
-    def rank(raw: RawLog) -> tuple[bool, int]:
+    def rank(raw: RawLog) -> tuple[bool, bool, int]:
         kept = resolve_legs(raw.scalars, policy=duplicates, starts=raw.leg_starts)[0].height
-        return not REGISTRY[raw.source].printed and kept > 0, kept
+        return (not _deferring(raw, with_points), not REGISTRY[raw.source].printed and kept > 0,
+                kept)
 
     return max(with_points, key=rank)
+
+
+def _deferring(raw: RawLog, raws: list[RawLog]) -> bool:
+    """Whether another of ``raws`` with points is a format ``raw``'s format defers to."""
+    wins = REGISTRY[raw.source].defers_to
+    return any(other.source in wins and other.scalars.height for other in raws)
+
+
+def _deferred(chosen: RawLog, raws: list[RawLog], run: str) -> list[Finding]:
+    """The finding saying the points come from ``chosen`` rather than a copy of its log."""
+    return [Finding("info", "source-deferred",
+                    f"points from {chosen.source} ({', '.join(f.name for f in chosen.files[:1])}"
+                    f"), not {raw.source} ({', '.join(f.name for f in raw.files[:1])}), which "
+                    f"copies its log; pass --source {raw.source} to read that one", run)
+            for raw in raws if raw is not chosen and chosen.source in
+            REGISTRY[raw.source].defers_to]
 
 
 def _sidecar(path: Path, name: str) -> list[dict[str, Fact[Any]]]:
@@ -521,6 +538,7 @@ def _build(path: Path, name: str, user: Mapping[str, Fact[Any]], raws: list[RawL
         findings.append(Finding("info", "sources-merged",
                                 f"points from {chosen.source}; facts from "
                                 f"{', '.join(raw.source for raw in raws)}", name))
+        findings += _deferred(chosen, raws, name)
     findings += [f if f.run else Finding(f.level, f.code, f.message, name)
                  for f in (*(f for raw in raws for f in raw.findings), *conflicts, *clashes,
                            *derived, *dropped)]
@@ -577,16 +595,38 @@ def _read_all(formats: Mapping[str, Format], path: Path, cache: bool,
     """Every source's reading of ``path``; a source that fails is reported while another reads."""
     raws: list[RawLog] = []
     failures: list[RuncompareError] = []
+    broken: list[Finding] = []
     for fmt in formats.values():
         try:
             raws.append(read_cached(fmt, path, enabled=cache, hints=hints,
                                     store_from=SOURCES_FROM))
         except (InputError, MissingInfoError) as exc:  # another source may read the run
             failures.append(exc)
+        except Exception as exc:  # a reader's bug: one bad source never sinks the others
+            if len(formats) == 1:
+                raise
+            broken.append(_source_failed(fmt, path, exc, [f for f in formats if f != fmt.name]))
     if not raws:
-        raise failures[0]
-    findings = [Finding("warning", "source-unreadable", str(exc)) for exc in failures]
+        if failures:
+            raise failures[0]
+        raise InputError("; ".join(f.message for f in broken))
+    findings = [Finding("warning", "source-unreadable", str(exc)) for exc in failures] + broken
     unread = unreadable(path)
     if unread:
         findings.append(Finding("warning", "passed-over", f"{path}: {unread}"))
     return raws, findings
+
+
+def _source_failed(fmt: Format, path: Path, exc: Exception, others: list[str]) -> Finding:
+    """The warning for a source whose reader failed on ``path`` (a bug, not bad input): which
+    source, which files, what went wrong, and the ``--source`` that reads only another one."""
+    try:
+        files = [str(file) for file in fmt.files_at(path)]
+    except OSError:
+        files = []
+    where = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+    return Finding("warning", "source-unreadable",
+                   f"{fmt.name} could not read {where or path} ({type(exc).__name__}: {exc}); "
+                   f"its points and facts are left out and the run is read from "
+                   f"{', '.join(others)}; pass --source {others[0]} to read only that one "
+                   "(and please report this)")

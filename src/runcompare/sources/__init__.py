@@ -27,10 +27,13 @@ from .codecs.files import LFS_POINTER, files_in, lfs_message, may_read, passed_o
 from .format import Format, settle_claims
 from .formats import (
     axolotl,
+    detectron2,
     hf_stdout,
     hf_trainer,
     jsonl,
+    keras_csv,
     lightning,
+    llamafactory,
     megatron,
     mlflow,
     nanogpt,
@@ -52,6 +55,9 @@ FORMATS: list[Format] = settle_claims([
     wandb_export.FORMAT,
     lightning.FORMAT,
     mlflow.FORMAT,
+    llamafactory.FORMAT,
+    detectron2.FORMAT,
+    keras_csv.FORMAT,
     axolotl.FORMAT,
     hf_stdout.FORMAT,
     megatron.FORMAT,

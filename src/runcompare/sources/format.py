@@ -18,9 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from ..model import RawLog
+from .codecs.files import roots_under
 from .textlog.lines import log_files
 
 __all__ = ["Format", "settle_claims"]
+
+#: How many folders down a text format looks for runs under a folder holding none of its logs.
+TEXT_DEPTH = 2
 
 #: ``read(path, *, hints) -> RawLog``; a text format's also takes ``claims=`` (see Format).
 Reader = Callable[..., RawLog]
@@ -58,6 +62,9 @@ class Format:
     facts_only: bool = False
     #: Values come from printed text (rounded): a structured source of the same run wins.
     printed: bool = False
+    #: Formats whose points win over this one's when both read the run (a copy of their log,
+    #: as LLaMA-Factory's trainer_log.jsonl is of trainer_state.json's log history).
+    defers_to: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if (self.files is None) == (self.claims is None):
@@ -68,19 +75,45 @@ class Format:
         if self.files is not None:
             return self.files(path)
         assert self.claims is not None
-        return log_files(path, self.claims)
+        return log_files(self._text_root(path), self.claims)
 
     def finds(self, path: Path) -> bool:
         """Whether this format finds logs at ``path``: ``sniff`` where there is one, else
-        whether :meth:`files_at` lists any."""
-        return self.sniff(path) if self.sniff is not None else bool(self.files_at(path))
+        whether :meth:`files_at` lists any (a text format: or :meth:`roots` finds runs)."""
+        if self.sniff is not None:
+            return self.sniff(path)
+        return bool(self.files_at(path)) or bool(self._below(path))
+
+    def roots(self, path: Path) -> list[Path]:
+        """The run roots at ``path``: ``expand``'s; a text format's: the folders up to
+        :data:`TEXT_DEPTH` levels down that hold its logs when ``path`` holds none (a folder of
+        runs, a log folder each); else ``[path]``."""
+        if self.expand is not None:
+            return self.expand(path)
+        return self._below(path) or [path]
+
+    def _below(self, path: Path) -> list[Path]:
+        """A text format's run folders under the folder ``path`` that holds none of its logs
+        itself ([] for any other)."""
+        claims = self.claims
+        if claims is None or not path.is_dir() or log_files(path, claims):
+            return []
+        return roots_under(path, lambda folder: bool(log_files(folder, claims)),
+                           depth=TEXT_DEPTH)
 
     def read_at(self, path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
         """What the format reads at ``path``, stamped with its name."""
         extra: dict[str, Any] = {} if self.claims is None else {"claims": self.claims}
-        raw = self.read(path, hints=hints, **extra)
+        raw = self.read(self._text_root(path), hints=hints, **extra)
+        raw.path = path
         raw.source = self.name
         return raw
+
+    def _text_root(self, path: Path) -> Path:
+        """Where a text format reads the run at ``path``: the one folder below holding its
+        logs when ``path`` holds none (``run/logs/train.log``); else ``path``."""
+        below = self._below(path)
+        return below[0] if len(below) == 1 else path
 
 
 def settle_claims(formats: Sequence[Format]) -> list[Format]:

@@ -22,7 +22,7 @@ from ...errors import InputError
 
 __all__ = ["LFS_POINTER", "Buffer", "files_in", "folders_in", "lfs_message", "may_read",
            "natural", "passed_over", "read_file",
-           "refuse_lfs_pointer", "writable"]
+           "refuse_lfs_pointer", "roots_under", "writable"]
 
 #: What the decoders read: ``bytes``, or a writable buffer with the same slicing and searching
 #: (``bytearray``, ``mmap.mmap``).
@@ -62,6 +62,35 @@ def folders_in(folder: Path) -> list[Path]:
     the runs of a sweep as people count them)."""
     return sorted((folder / name for name, kind in _listing(folder) if kind == "folder"),
                   key=lambda path: natural(path.name))
+
+
+#: Folders :func:`roots_under` never enters: a tool's own, not a run's (hidden ones neither).
+_NOT_RUNS = frozenset({"__pycache__", "node_modules", "site-packages", "wandb"})
+
+
+def roots_under(folder: Path, is_root: Callable[[Path], bool], *, depth: int = 6,
+                limit: int = 20_000) -> list[Path]:
+    """The shallowest folders under ``folder`` (not itself) that ``is_root`` accepts, at most
+    ``depth`` levels down, level by level in name order, a found root not entered again;
+    hidden folders and :data:`_NOT_RUNS` are not entered, and no more than ``limit`` folders
+    are looked at (a home folder given by mistake ends quickly)."""
+    found: list[Path] = []
+    level, seen = [folder], 0
+    for _ in range(depth):
+        below: list[Path] = []
+        for parent in level:
+            for child in folders_in(parent):
+                if child.name.startswith(".") or child.name in _NOT_RUNS:
+                    continue
+                seen += 1
+                try:
+                    (found if is_root(child) else below).append(child)
+                except OSError:  # under a folder this user may no longer read: passed over
+                    pass
+                if seen >= limit:
+                    return found
+        level = below
+    return found
 
 
 def natural(name: str) -> tuple[tuple[object, ...], str]:

@@ -141,7 +141,7 @@ def _layout_dicts(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame] | Non
 
 def _kind(keys: list[str]) -> str:
     """The kind of a dict with these keys, as :func:`_kinds` tells it."""
-    if "train_runtime" in keys:
+    if "train_runtime" in keys and "loss" not in keys:  # a 5.x train log with tokens has it
         return "summary"
     if any(k.startswith("eval_") for k in keys):
         return "eval"
@@ -174,7 +174,9 @@ def _kinds(pairs: pl.DataFrame) -> pl.DataFrame:
     """(line, off) -> kind (train/eval/test/summary/other) and epoch of each readable dict."""
     key = pl.col("key")
     per = pairs.group_by("line", "off").agg(
-        summary=(key == "train_runtime").any(), eval=key.str.starts_with("eval_").any(),
+        # a 5.x train log of a run counting tokens has train_runtime too: loss makes it train
+        summary=(key == "train_runtime").any() & ~(key == "loss").any(),
+        eval=key.str.starts_with("eval_").any(),
         test=(key.str.starts_with("test_") | key.str.starts_with("predict_")).any(),
         train=(key == "loss").any(), epoch=pl.col("value").filter(key == "epoch").first(),
         own_step=pl.col("value").filter(key == "step").first())

@@ -17,9 +17,12 @@ __all__ = ["epoch_check", "steps"]
 
 
 def steps(events: pl.DataFrame, info: dict[str, Any], hints: dict[str, Any],
-           file: Path) -> tuple[pl.DataFrame, list[Finding]]:
+           file: Path, printed: dict[str, tuple[int, str]] | None = None
+           ) -> tuple[pl.DataFrame, list[Finding]]:
     """pos, off, leg, kind, epoch and step of every dict that gets a step (how: the
-    :mod:`.hf_stdout` module docstring)."""
+    :mod:`.hf_stdout` module docstring); ``printed``: logging_steps / eval_steps -> (value,
+    where) as a TrainingArguments printed in the log states them."""
+    printed = printed or {}
     findings: list[Finding] = []
     per = events.filter(ev="dict")
     total, divisor = _bar_total(per, info, findings, file)
@@ -41,12 +44,14 @@ def steps(events: pl.DataFrame, info: dict[str, Any], hints: dict[str, Any],
     per = per.with_columns(start=pl.col("leg").replace_strict(starts, default=0,
                                                               return_dtype=pl.Int64)
                            if starts else pl.lit(0, pl.Int64))
-    per = _counted(per, _logging_steps(per, info, hints, findings, file), hints, findings, file)
+    per = _counted(per, _logging_steps(per, info, hints, findings, file, printed), hints,
+                   findings, file, printed)
     per = _fill_gaps(per, findings, file)
     per = _from_history(per, events.filter(ev="history"), hints, findings, file)
     known = pl.when(pl.col("kind").is_in(["train", "eval"])).then("step")
     per = per.with_columns(last=_in_leg(known.forward_fill(), per))
-    at_end = pl.coalesce(pl.lit(info.get("max_steps"), pl.Int64), "last")
+    at_end = pl.coalesce(pl.lit(_int(hints.get("max_steps")) or info.get("max_steps"),
+                                pl.Int64), "last")
     per = per.with_columns(step=pl.when(pl.col("step").is_null() & (pl.col("kind") == "summary"))
                            .then(at_end).otherwise(pl.coalesce("step", "last")))
     missing = per.filter(pl.col("step").is_null() & pl.col("kind").is_in(["train", "eval"]))
@@ -58,7 +63,15 @@ def steps(events: pl.DataFrame, info: dict[str, Any], hints: dict[str, Any],
             f"progress bar tells it (first at line {missing.get_column('line')[0]}); pass "
             f"--set {key}=N (the run's TrainingArguments.{key}) or write `{key} = N` in a "
             "runcompare.toml beside the log")
-    return per.filter(pl.col("step").is_not_null()), findings
+    stepped = per.filter(pl.col("step").is_not_null())
+    if stepped.is_empty():  # a summary (or test) dict alone, and nothing tells its step
+        kinds = ", ".join(sorted(set(per.get_column("kind").drop_nulls())))
+        raise MissingInfoError(
+            f"{file}: none of the Trainer's {per.height} log dicts ({kinds}) has a step: no "
+            f"progress bar, train log or 'Total optimization steps' tells it (first at line "
+            f"{per.get_column('line')[0]}); pass --set max_steps=N (the step the summary "
+            "was printed at) or --set logging_steps=N")
+    return stepped, findings
 
 
 def _bar_total(per: pl.DataFrame, info: dict[str, Any], findings: list[Finding],
@@ -83,13 +96,21 @@ def _bar_total(per: pl.DataFrame, info: dict[str, Any], findings: list[Finding],
 
 
 def _logging_steps(per: pl.DataFrame, info: dict[str, Any], hints: dict[str, Any],
-                   findings: list[Finding], file: Path) -> int | None:
-    """logging_steps from the hints, else (when some train log lacks a bar step) from the
-    epoch advance between train logs × Num update steps per epoch."""
+                   findings: list[Finding], file: Path,
+                   printed: dict[str, tuple[int, str]]) -> int | None:
+    """logging_steps from the hints, else (when some train log lacks a bar step) as the log
+    prints it (a TrainingArguments dump), else from the epoch advance between train logs ×
+    Num update steps per epoch."""
     given = _int(hints.get("logging_steps"))
     train = per.filter(kind="train")
-    if given or info.get("steps_per_epoch") is None or \
-            train.get_column("bar_step").null_count() == 0:
+    barless = train.get_column("bar_step").null_count()
+    if not given and barless and "logging_steps" in printed:
+        every, where = printed["logging_steps"]
+        findings.append(Finding("info", "logging-steps-from-log",
+                                f"{file}: {barless} train log(s) have no progress bar to tell "
+                                f"their step; counted with the {where}"))
+        return every
+    if given or info.get("steps_per_epoch") is None or not barless:
         return given
     advance = train.select(_in_leg(pl.col("epoch").diff(), train) * info["steps_per_epoch"])
     advance = advance.to_series().drop_nulls()
@@ -107,15 +128,20 @@ def _logging_steps(per: pl.DataFrame, info: dict[str, Any], hints: dict[str, Any
 
 
 def _counted(per: pl.DataFrame, logging_steps: int | None, hints: dict[str, Any],
-             findings: list[Finding], file: Path) -> pl.DataFrame:
+             findings: list[Finding], file: Path,
+             printed: dict[str, tuple[int, str]]) -> pl.DataFrame:
     """Steps from a dict's own ``step`` key, else logging_steps / eval_steps counting when the
     user stated them (``--set`` comes before what the log shows), else the progress bar, else
     counting with an inferred logging_steps."""
     own = pl.col("own_step") if "own_step" in per.columns else pl.lit(None, pl.Float64)
     own = pl.when(own == own.round()).then(own).cast(pl.Int64)
     out = per.with_columns(step=pl.coalesce(own, "bar_step"))
+    evals = _int(hints.get("eval_steps"))
+    if evals is None and "eval_steps" in printed and \
+            per.filter(kind="eval").get_column("bar_step").null_count():
+        evals = printed["eval_steps"][0]
     for kind, key, every in (("train", "logging_steps", logging_steps),
-                             ("eval", "eval_steps", _int(hints.get("eval_steps")))):
+                             ("eval", "eval_steps", evals)):
         if every is None:
             continue
         stated = every == _int(hints.get(key))

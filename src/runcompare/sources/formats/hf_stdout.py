@@ -11,14 +11,17 @@ number is skipped whole and reported.
 The dicts carry no step. Each gets, in this order:
 
 1. the count of the progress bar that tqdm redraws right after printing it (the first bar at
-   the start of the next line). The bar counts optimizer steps (total = "Total optimization
+   the start of the next line, past up to 4 blank lines: a paste with a blank line after
+   every line). The bar counts optimizer steps (total = "Total optimization
    steps"), or micro-steps when its total is that × "Gradient Accumulation steps". Not used in
    a leg whose dicts come in blocks with no bar between them: stdout was block-buffered
    (``python train.py > log`` without ``-u``), so the dicts landed far from their bars;
 2. counting: the k-th train log of a leg is at step (start // L + k) × L, start being the
    resume step and L ``logging_steps`` (hint, i.e. ``--set``/runcompare.toml; else the epoch
    advance between train logs × "Num update steps per epoch", when the log prints it, as an
-   ``inferred`` value); evaluations likewise with ``eval_steps``, else the step of the train
+   ``inferred`` value; before that, a ``logging_steps=N`` the log prints, as a
+   TrainingArguments dump does, ``logging-steps-from-log``); evaluations likewise with
+   ``eval_steps``, else the step of the train
    log just before them when both print the same epoch;
 3. a train log without either, after others that have one, is one logging interval after
    the one before (a log cut right after a dict); the summary is at "Total optimization
@@ -85,6 +88,9 @@ _RESUME = r"(?:Continuing training from|Resuming training from checkpoint with e
           r"global step (\d+)"
 _BAR = r"(?<n>\d+)/(?<total>\d+) \["
 _RATES = ("train_samples_per_second", "train_steps_per_second")
+#: ``logging_steps=500,`` / ``eval_steps=100`` of a printed TrainingArguments (its repr, one
+#: field a line, or an argparse namespace on one line); ``eval_steps=None`` is no value.
+_ARG = r"(?:^|[\s,(])(?<key>logging_steps|eval_steps)=(?<value>\d+)(?:[,)]|\s|$)"
 
 
 def claims(head: str) -> bool:
@@ -99,7 +105,7 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None,
     logs = _lines.logs_at(path, claims, missing="no HF Trainer stdout found (a .log/.out/.txt "
                           "file with the Trainer's dicts such as {'loss': ...} or its '***** "
                           "Running training *****' block)")
-    events, pairs, values, marks, findings = [], [], [], [], []
+    events, pairs, values, marks, blanks, args, findings = [], [], [], [], [], [], []
     for index, file in enumerate(logs):
         lines = _lines.read_lines(file, _parse, layout=_dict_layout, merge=_merge)
         offset = pl.col("line") + (index << 40)
@@ -108,14 +114,17 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None,
         values.append(lines.tables.get("values", _NO_VALUES).with_columns(pos=offset)
                       .drop("line"))
         marks.append(lines.tables["marks"].with_columns(pos=offset).drop("line"))
+        blanks.append(lines.tables["blank"].select(pos=offset))
+        args.append(lines.tables["args"].with_columns(pos=offset))
         findings += lines.findings(file)
     # each chunk's events are in (line, off) order, and chunks and files come in order; one
     # copy into whole columns makes the many passes over the events cheaper
     events = pl.concat(events, how="diagonal_relaxed", rechunk=True)
     marks = pl.concat(marks, rechunk=True)
-    return _assemble(path, logs, _with_bars(events, marks), marks,
+    blank = pl.concat(blanks).get_column("pos").to_numpy()
+    return _assemble(path, logs, _with_bars(events, marks, blank), marks,
                      pl.concat(pairs), pl.concat(values, how="diagonal_relaxed", rechunk=True),
-                     findings, dict(hints or {}))
+                     findings, dict(hints or {}), _printed_args(pl.concat(args)))
 
 
 def _parse(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
@@ -168,7 +177,11 @@ def _parse(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
     events = pl.concat([dicts.with_columns(ev=pl.lit("dict")),
                         others.with_columns(ev=pl.lit("other")),
                         *([history] if history.height else [])], how="diagonal_relaxed")
-    return {"events": events.sort("line", "off"), "pairs": pairs, "marks": marks}
+    blank = frame.filter(text.is_null() | (text.str.strip_chars() == "")).select("line")
+    args = frame.filter(text.str.contains("_steps", literal=True)).select(
+        "line", arg=text.str.extract_groups(_ARG)).unnest("arg").drop_nulls()
+    return {"events": events.sort("line", "off"), "pairs": pairs, "marks": marks,
+            "blank": blank, "args": args}
 
 
 #: Lines the scanner leaves to ``_parse``: those holding the literal of another event.
@@ -242,14 +255,16 @@ def _merge(parsed: _lines.Parsed, scanned: list[pl.DataFrame]) -> _lines.Parsed:
                                  pasted=pl.lit(False)))
         values.append(rows.select("line", "off", *keys))
     return {"events": _lines.in_order(events, "line", "off"), "pairs": parsed["pairs"],
+            "blank": parsed["blank"], "args": parsed["args"],
             "values": _lines.in_order(values, "line"), "marks": _lines.in_order(marks, "line")}
 
 
-def _with_bars(events: pl.DataFrame, marks: pl.DataFrame) -> pl.DataFrame:
+def _with_bars(events: pl.DataFrame, marks: pl.DataFrame, blank: np.ndarray) -> pl.DataFrame:
     """``events`` (in pos order) with the count and total of the bar that tqdm redrew first on
-    the line after each dict, and ``glued``: a dict with no bar before it on its line right
-    after a line with a dict (stdout came in blocks)."""
-    after = _on_line(events.select(pos=pl.col("pos") + 1), marks)
+    the line after each dict (past blank lines only, at the sorted ``blank`` positions: text
+    pasted with a blank line after every line), and ``glued``: a dict with no bar before it on
+    its line right after a line with a dict (stdout came in blocks)."""
+    after = _on_line(events.select(pos=_next_line(events.get_column("pos"), blank)), marks)
     if marks.get_column("pasted").any():  # the bar on the dict's own line where it was pasted
         here = _on_line(events.select("pos"), marks)
         own = here.get_column("pasted").fill_null(False)
@@ -266,6 +281,25 @@ def _with_bars(events: pl.DataFrame, marks: pl.DataFrame) -> pl.DataFrame:
     return events.with_columns(glued=barless & before.get_column("has_dict").fill_null(False))
 
 
+def _next_line(pos: pl.Series, blank: np.ndarray) -> pl.Series:
+    """The line after each of ``pos`` that is not blank (``blank``: the sorted positions of
+    the blank lines).
+
+    >>> _next_line(pl.Series([3, 7]), np.array([4, 5, 9])).to_list()
+    [6, 8]
+    """
+    if not blank.size:
+        return pos + 1
+    at = pos.to_numpy() + 1
+    for _ in range(4):  # a run of at most a few blank lines: a paste's, not a gap in the log
+        hit = np.searchsorted(blank, at)
+        inside = (hit < blank.size) & (blank[np.minimum(hit, blank.size - 1)] == at)
+        if not inside.any():
+            break
+        at = at + inside
+    return pl.Series(at, dtype=pl.Int64)
+
+
 def _on_line(lines: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
     """For each ``pos`` of ``lines``, the row of ``rows`` at that pos (nulls where none), both in
     pos order (a sorted merge, not a search per line); ``rows`` has one row per pos asked
@@ -277,9 +311,19 @@ def _on_line(lines: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
                         if c != "pos")
 
 
+def _printed_args(args: pl.DataFrame) -> dict[str, tuple[int, str]]:
+    """logging_steps / eval_steps -> (value, where) as the log last prints them."""
+    out: dict[str, tuple[int, str]] = {}
+    for line, key, value in args.select("line", "key", "value").iter_rows():
+        number = int(value) if value.isdigit() and len(value) < 12 else 0
+        if number > 0:
+            out[key] = (number, f"{key}={value} printed at line {line}")
+    return out
+
+
 def _assemble(path: Path, logs: list[Path], events: pl.DataFrame, marks: pl.DataFrame,
               pairs: pl.DataFrame, values: pl.DataFrame, findings: list[Finding],
-              hints: dict[str, Any]) -> RawLog:
+              hints: dict[str, Any], printed: dict[str, tuple[int, str]]) -> RawLog:
     bad = events.filter(pl.col("bad").fill_null(False)).select("line", text="snippet")
     dicts = events.filter(pl.col("ev").eq("dict") & ~pl.col("bad"))
     if dicts.is_empty():
@@ -288,7 +332,7 @@ def _assemble(path: Path, logs: list[Path], events: pl.DataFrame, marks: pl.Data
     events = events.filter(pl.col("ev").ne("dict") | ~pl.col("bad"))
     events = events.with_columns(_legs(events))
     info, labels = _info(events)
-    steps, step_findings = _hf_steps.steps(events, info, hints, logs[0])
+    steps, step_findings = _hf_steps.steps(events, info, hints, logs[0], printed)
     findings += step_findings
     findings += _hf_steps.epoch_check(steps, info, logs[0])
     # a dict's own 'step' key is its step, not a metric
@@ -301,7 +345,9 @@ def _assemble(path: Path, logs: list[Path], events: pl.DataFrame, marks: pl.Data
     findings += [finding] if finding else []
     aliases = {name: key for key, name in names.items()}
     return RawLog(path=path, scalars=scalars, step_unit="optimizer",
-                  facts=_facts(info, labels, steps, marks, pairs, values, logs),
+                  facts={**{key: Fact(value, f"{logs[-1].name}: {where}", "logged")
+                            for key, (value, where) in printed.items()},
+                         **_facts(info, labels, steps, marks, pairs, values, logs)},
                   findings=findings,
                   files=logs,
                   aliases=aliases, leg_starts=_leg_starts(events))
@@ -418,6 +464,11 @@ def _facts(info: dict[str, Any], labels: dict[str, str], per: pl.DataFrame,
     facts["global_step"] = Fact(int(per.get_column("step").max()),  # type: ignore[arg-type]
                                 f"{where}: last step of the Trainer's log dicts")
     total = info.get("max_steps")
+    if not total:  # no INFO block: the training bar's total, as the train logs saw it
+        seen = per.filter(kind="train").get_column("total").drop_nulls()
+        total = int(seen.mode().min()) if seen.len() else None  # type: ignore[arg-type]
+        if total:
+            facts["max_steps"] = Fact(total, f"{where}: total of the training bar")
     bar = marks.filter(pl.col("total") == total).get_column("n").max() if total else None
     if isinstance(bar, int) and bar > facts["global_step"].value:
         facts["global_step"] = Fact(bar, f"{where}: last count of the training bar ({bar}/"

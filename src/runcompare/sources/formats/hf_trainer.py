@@ -26,7 +26,7 @@ import polars as pl
 
 from ...errors import InputError
 from ...model import RAW_SCHEMA, Fact, Finding, RawLog, repeated
-from ..codecs.files import LFS_POINTER, folders_in, lfs_message
+from ..codecs.files import LFS_POINTER, files_in, folders_in, lfs_message, roots_under
 from ..config import fact_value, finite_number
 from ..format import Format
 from ..naming import canonical
@@ -110,25 +110,40 @@ def _model_config_facts(path: Path) -> dict[str, Fact[Any]]:
 
 def files(path: Path) -> list[Path]:
     """trainer_state.json at the root and in each checkpoint-N/ (and last-checkpoint/), in
-    step order."""
-    if path.is_file():
-        return [path] if path.name == STATE else []
-    if not path.is_dir():
+    step order; those of the one output dir further down when ``path`` is none and holds one
+    (``run/results/checkpoint-500/``)."""
+    own = _own_files(path)
+    if own or not path.is_dir():
+        return own
+    below = roots_under(path, lambda folder: bool(_own_files(folder)))
+    return _own_files(below[0]) if len(below) == 1 else []
+
+
+def _own_files(path: Path) -> list[Path]:
+    """:func:`files` of an output dir itself."""
+    try:
+        if path.is_file():
+            return [path] if path.name == STATE else []
+        if not path.is_dir():
+            return []
+    except OSError:  # a folder under one this user may not read
         return []
-    found = [path / STATE] if (path / STATE).is_file() else []
-    checkpoints = [folder / STATE for folder in folders_in(path)
-                   if _CHECKPOINT.fullmatch(folder.name) and (folder / STATE).is_file()]
+    # from the folders' listings, which a folder this user may not read leaves empty
+    found = [file for file in files_in(path) if file.name == STATE]
+    checkpoints = [file for folder in folders_in(path) if _CHECKPOINT.fullmatch(folder.name)
+                   for file in files_in(folder) if file.name == STATE]
     return found + sorted(checkpoints, key=_order)
 
 
 def expand(path: Path) -> list[Path]:
-    """The output dirs at ``path``: itself when it is one, else its subfolders that are (a
-    folder of runs), in name order."""
-    if files(path):
+    """The output dirs at ``path``: itself when it is one, else the folders under it that are
+    (a folder of runs, nested at any depth up to :func:`~..codecs.files.roots_under`'s
+    bound), in name order level by level."""
+    if _own_files(path):
         return [path]
     if not path.is_dir():
         return []
-    return [child for child in folders_in(path) if files(child)]
+    return roots_under(path, lambda folder: bool(_own_files(folder)))
 
 
 def _order(state: Path) -> int:

@@ -58,7 +58,9 @@ def _is_record(line: str) -> bool:
         value = json.loads(line)
     except ValueError:
         return False
-    return isinstance(value, dict) and bool(_numbers(value))
+    # LLaMA-Factory's trainer_log.jsonl (current_steps, total_steps) is a format of its own
+    return isinstance(value, dict) and bool(_numbers(value)) \
+        and not {"current_steps", "total_steps"} <= value.keys()
 
 
 def read(path: Path, *, hints: Mapping[str, object] | None = None,

@@ -24,7 +24,10 @@ Facts: the ``arguments`` block Megatron prints at start (kind ``config``: micro_
 global_batch_size, seq_length, tensor/pipeline/context parallel sizes, world_size,
 train_iters, log_interval, eval_interval, lr); from the lines (kind ``logged``): the global
 batch size (the last one printed; a ``batch-ramp`` finding when it changed), ``max_steps``
-(the ``/ M`` of the iteration), ``global_step``. Timestamps are read as UTC.
+(the ``/ M`` of the iteration), ``global_step``, ``skipped_iterations`` (the sum of the
+per-line counts of the last leg: Megatron resets the count after each line) with a
+``skipped-iterations`` warning, since those iterations consumed a batch but made no update.
+Timestamps are read as UTC.
 Restarts: a new ``arguments`` block or an iteration that does not go up starts a new leg;
 ``successfully loaded checkpoint ... at iteration K`` makes that leg start at K + 1.
 """
@@ -337,7 +340,45 @@ def _facts(logs: list[Path], train: pl.DataFrame,
         facts.setdefault("max_steps", Fact(int(total[-1]), f"{logs[-1].name}: iteration N/M"))
     facts["global_step"] = Fact(int(train.get_column("step").max()),  # type: ignore[arg-type]
                                 f"{logs[-1].name}: last iteration")
+    findings += _skipped(logs, train, facts, config)
     return facts, findings
+
+
+def _skipped(logs: list[Path], train: pl.DataFrame, facts: dict[str, Fact[Any]],
+             config: dict[str, str]) -> list[Finding]:
+    """The iterations skipped (an fp16 loss-scale overflow: no update, its batch consumed):
+    ``number of skipped iterations`` counts those since the line before (Megatron resets it
+    after each log line), so their sum over the last leg is the leg's count; a warning and
+    the ``skipped_iterations`` fact when there are any."""
+    column = KEY + "number of skipped iterations"
+    if column not in train.columns:
+        return []
+    last = train.filter(pl.col("leg") == train.get_column("leg").max())
+    counts = last.get_column(column).cast(pl.Float64, strict=False).drop_nulls()
+    skipped = int(counts.sum())
+    if skipped <= 0:
+        return []
+    steps = last.get_column("step")
+    gaps = steps.diff().drop_nulls()
+    interval = _int(config.get("log_interval")) or (int(gaps.min()) if gaps.len()  # type: ignore[arg-type]
+                                                    else 1)
+    first, end = int(steps.min()), int(steps.max())  # type: ignore[arg-type]
+    covered = end - first + interval  # the first line counts the interval before it
+    where = last.row(0, named=True)["name"]
+    facts["skipped_iterations"] = Fact(
+        skipped, f"{where}: sum of 'number of skipped iterations' (iterations "
+        f"{first - interval + 1}-{end})", "logged")
+    return [Finding(
+        "warning", "skipped-iterations",
+        f"{where}: {skipped:,} of the {covered:,} iterations logged ({first - interval + 1}-"
+        f"{end}) were skipped (an fp16 loss-scale overflow: the optimizer made no update, yet "
+        f"the batch was consumed); the step axis counts iterations, so {covered - skipped:,} "
+        "updates were applied there, and samples and tokens include the skipped batches")]
+
+
+def _int(value: str | None) -> int | None:
+    """A whole number ≥ 1 printed in the arguments block, else None."""
+    return int(value) if value is not None and value.isdigit() and int(value) >= 1 else None
 
 
 FORMAT = Format(

@@ -35,7 +35,7 @@ from ...errors import InputError
 from ...model import RAW_SCHEMA, Finding, RawLog
 from ..config import hparams, load_yaml, nested_facts
 from ..format import Format
-from ..naming import LIGHTNING, TRAINER, canonical_names
+from ..naming import LIGHTNING, PRINTED, TRAINER, canonical_names
 from ..textlog import lines as _lines
 from ._mlflow_sqlite import (
     METRIC_SCHEMA,
@@ -54,6 +54,9 @@ META = "meta.yaml"
 _STORE_DIRS = ("metrics", "params", "tags")
 _STATUS = {1: "RUNNING", 2: "SCHEDULED", 3: "FINISHED", 4: "FAILED", 5: "KILLED"}
 _HF_PARAM = "per_device_train_batch_size"
+#: ``mlflow.autologging`` tag values of the autologgers that log once an epoch at step = the
+#: epoch (0-based): the Keras callback's ``log_every_epoch=True``, their default.
+_PER_EPOCH = {"tensorflow", "keras"}
 _SHOWN = 3
 
 
@@ -118,16 +121,17 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
         record, findings = _read_file_run(root)
         where = "mlflow params"
     hf = _HF_PARAM in record.params
+    per_epoch = record.tags.get("mlflow.autologging") in _PER_EPOCH
     names = canonical_names(
         record.metrics.get_column("key").unique(maintain_order=True).to_list(),
-        TRAINER if hf else LIGHTNING)
+        TRAINER if hf else PRINTED if per_epoch else LIGHTNING)
     scalars = record.metrics.select(
         pl.col("key").replace_strict(names, return_dtype=pl.String).alias("metric"),
         "value", "step", _seconds(pl.col("timestamp")).alias("wall_time"),
         pl.lit(0, pl.Int32).alias("leg")).select([pl.col(c).cast(t)
                                                  for c, t in RAW_SCHEMA.items()])
     findings += _run_findings(root, record, hf, set(names))
-    return RawLog(path=path, scalars=scalars, step_unit="optimizer",
+    return RawLog(path=path, scalars=scalars, step_unit="epoch" if per_epoch else "optimizer",
                   facts=nested_facts(record.params, where=where), findings=findings,
                   files=files(root), aliases={t: k for k, t in names.items() if t != k},
                   name=record.name, hparams=hparams(record.params, where=where))
@@ -324,6 +328,14 @@ def _run_findings(root: Path, record: RunRecord, hf: bool, keys: set[str]) -> li
                                 f"{label} has status {record.status} (RUNNING after the job "
                                 "ended means it was killed before MLflow could end the run)"))
     if hf:
+        return findings
+    autolog = record.tags.get("mlflow.autologging")
+    if autolog in _PER_EPOCH:
+        findings.append(Finding(
+            "info", "step-is-epoch",
+            f"{label} was written by mlflow.{autolog}.autolog (tag mlflow.autologging), "
+            "which logs once an epoch with step = the epoch (its default, log_every_epoch); "
+            "the step unit is epochs, not optimizer steps (compare on --x epoch)"))
         return findings
     lightning_like = "epoch" in keys and any(k.endswith(("_step", "_epoch")) for k in keys)
     why = (" (it looks like Lightning's MLFlowLogger, whose steps are one less than the "
