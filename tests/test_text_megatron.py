@@ -192,3 +192,14 @@ def test_a_run_without_skipped_iterations_says_nothing_of_them():
         raw = REGISTRY["megatron"].read_at(run)
         assert "skipped_iterations" not in raw.facts
         assert "skipped-iterations" not in [f.code for f in raw.findings]
+
+
+def test_the_hierarchy_counts_the_updates_applied_after_skipped_iterations(cli):
+    run = rc.load(DATA / "text" / "megatron_skipped")
+    result = cli("inspect", DATA / "text" / "megatron_skipped")
+    row = next(line for line in result.stdout.splitlines() if "updates applied" in line)
+    assert row.split("│")[2].strip() == "0"  # 5 iterations, all 5 skipped
+    assert "optimizer steps − 5 skipped" in row
+    plain = cli("inspect", DATA / "text" / "megatron_restart")
+    assert "updates applied" not in plain.stdout  # no run skipped: no such row
+    assert run.optimizer_steps == 5

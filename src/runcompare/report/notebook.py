@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..display import fmt
-from .terminal import _LEVELS
+from .terminal import levels
 
 if TYPE_CHECKING:
     from ..analysis import Comparison
@@ -30,7 +30,7 @@ def _hierarchy(runs: Sequence[Run]) -> str:
         f"<tr><th style='text-align:left'>{_e(label)}</th>"
         + "".join(f'<td title="{_e(get(run).source)}">{_e(fmt(get(run).value))}</td>'
                   for run in runs) + "</tr>"
-        for label, get in _LEVELS)
+        for label, get in levels(runs))
     return f"<table><tr><th>batch hierarchy</th>{head}</tr>{rows}</table>"
 
 

@@ -18,7 +18,7 @@ from ..analysis.summary import higher_is_better
 from ..display import fmt, fmt_apart, setting
 from ..model import Fact, Run
 from .grouped import FindingGroup, group_findings
-from .terminal import _LEVELS, differs_note
+from .terminal import _LEVELS, differs_note, levels
 from .verdict import where
 
 __all__ = ["batch_table", "diagnostics", "differs", "e", "findings", "footer", "leaderboard",
@@ -84,7 +84,7 @@ def batch_table(runs: Sequence[Run]) -> str:
     """Levels down, runs across; rows where the runs differ are marked."""
     head = "".join(f"<th>{e(run.name)}</th>" for run in runs)
     rows = []
-    for label, get in _LEVELS:
+    for label, get in levels(runs):
         facts = [get(run) for run in runs]
         mark = len(runs) > 1 and _differs(facts)
         flag = ' <span class="tag">differs</span>' if mark else ""

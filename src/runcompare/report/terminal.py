@@ -4,7 +4,7 @@ Every name and message from a log goes through :func:`~runcompare.display.termin
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import polars as pl
@@ -20,7 +20,7 @@ from ..model import Fact, Run
 from .plan_table import print_findings as _findings
 from .plan_table import print_plan
 
-__all__ = ["SWEEP_ROWS", "differs_table", "fmt", "hparams_table", "overview_table", "print_comparison",
+__all__ = ["SWEEP_ROWS", "differs_table", "levels", "fmt", "hparams_table", "overview_table", "print_comparison",
            "print_plan", "print_run", "print_runs"]
 
 #: Characters of a hyperparameter's value a table cell shows (``inspect`` shows all of it).
@@ -45,6 +45,26 @@ _LEVELS = (
     ("samples", lambda r: _total(r, "samples")),
     ("tokens", lambda r: _total(r, "tokens")),
 )
+
+
+def _updates(run: Run) -> Fact[int]:
+    """Optimizer updates applied: the steps less those skipped on an fp16 overflow (which
+    consumed their batch and made no update), where a log counted them."""
+    skipped = run.facts.get("skipped_iterations")
+    if skipped is None or skipped.value is None:
+        return Fact(run.optimizer_steps, "every logged step made an update")
+    return Fact(run.optimizer_steps - int(skipped.value),
+                f"derived: optimizer steps − {int(skipped.value):,} skipped ({skipped.source})",
+                "inferred")
+
+
+def levels(runs: Sequence[Run]) -> tuple[tuple[str, Callable[[Run], Fact[Any]]], ...]:
+    """The hierarchy's rows for ``runs``: :data:`_LEVELS`, with "updates applied" after the
+    optimizer steps when a run skipped steps (Megatron's fp16 overflows)."""
+    if not any(run.facts.get("skipped_iterations") for run in runs):
+        return _LEVELS
+    at = [label for label, _ in _LEVELS].index("optimizer steps") + 1
+    return (*_LEVELS[:at], ("updates applied", _updates), *_LEVELS[at:])
 
 
 #: Column headers of the hierarchy when runs are rows (past :data:`_ACROSS` runs); None: a
@@ -94,7 +114,7 @@ def batch_table(runs: Sequence[Run], *, width: int = 100) -> Table:
     table.add_column("level", no_wrap=True)
     for run in runs:
         table.add_column(terminal_text(run.name), justify="right", overflow="fold")
-    for label, get in _LEVELS:
+    for label, get in levels(runs):
         table.add_row(label, *(_cell(get(run)) for run in runs))
     return table
 
@@ -120,7 +140,7 @@ def sources_table(run: Run) -> Table:
     table.add_column("level", no_wrap=True)
     table.add_column("value", justify="right", no_wrap=True)
     table.add_column("source", style="dim", overflow="fold")
-    for label, get in _LEVELS:
+    for label, get in levels([run]):
         fact = get(run)
         table.add_row(label, fmt(fact.value), terminal_text(fact.source))
     return table
