@@ -4,11 +4,11 @@
   means, with the Welch–Satterthwaite degrees of freedom (:func:`welch`).
 - One run per arm: the metric's own scatter near the budget. For eval metrics the step-to-step
   scatter of the last evals: each eval against the straight line through its two neighbours
-  (:func:`eval_scatter`); for per-step training metrics the spread of the raw points over the
-  last stretch of the budget around a straight line fitted through them
-  (:func:`train_scatter`), scaled by how much the smoothing averages them
-  (:func:`smoothing_factor`). Neither knows the seed-to-seed variation, which single runs
-  cannot show and which typically exceeds it.
+  (:func:`eval_scatter`; taken as independent from eval to eval: 3 to 20 evals cannot measure
+  a correlation); for per-step training metrics the noise of the local fit with the points'
+  autocorrelation (:func:`.fit.fit_noise`). Neither knows the seed-to-seed variation, which
+  single runs cannot show and which often exceeds it: their lead is ``unreplicated``, and
+  :func:`seed_sd_to_settle` says how many seeds would settle it.
 
 ``Z95`` turns a standard deviation into the half-width of a 95% band.
 """
@@ -20,15 +20,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .smooth import Smoothing
-
-__all__ = ["SETTLE_SEEDS", "Z95", "Scatter", "eval_scatter", "seed_sd_to_settle",
-           "smoothing_factor", "t_quantile", "train_scatter", "welch"]
+__all__ = ["SETTLE_SEEDS", "Z95", "Scatter", "eval_scatter", "seed_sd_to_settle", "t_quantile",
+           "welch"]
 
 Z95 = 1.959963984540054
-#: The last stretch of the budget whose points measure a training metric's scatter, and the
-#: fewest points it holds (taken further back when the stretch has fewer).
-_TRAIN_STRETCH, _TRAIN_POINTS = 0.2, 10
 #: The last evals that measure an eval metric's scatter: those in the last half of the budget,
 #: at least 3 (so that one has two neighbours), at most 20.
 _EVAL_STRETCH, _EVAL_MIN, _EVAL_MAX = 0.5, 3, 20
@@ -75,53 +70,6 @@ def eval_scatter(xs: np.ndarray, values: np.ndarray, budget: float) -> Scatter |
     d = values[1:-1] - (w * values[:-2] + (1 - w) * values[2:])
     sigma = math.sqrt(float(np.mean(d ** 2 / (1 + w ** 2 + (1 - w) ** 2))))
     return Scatter(sigma, count, bool((d > 0).all() or (d < 0).all()))
-
-
-def train_scatter(xs: np.ndarray, values: np.ndarray, budget: float) -> Scatter | None:
-    """The spread of the raw points over the last stretch before ``budget`` (the last 20% of
-    it, at least the last 10 points) around a least-squares line through them (ddof 2).
-
-    >>> x = np.arange(1., 21); v = 10 - 0.1 * x + np.where(x % 2 == 0, 0.05, -0.05)
-    >>> s = train_scatter(x, v, 20.0); round(s.sigma, 3), s.points
-    (0.055, 10)
-    """
-    xs, values = _before(xs, values, budget)
-    recent = int(np.count_nonzero(xs >= budget * (1 - _TRAIN_STRETCH)))
-    count = min(max(recent, _TRAIN_POINTS), xs.size)
-    if count < 4:
-        return None
-    xs, values = xs[-count:], values[-count:]
-    if np.ptp(xs) == 0:
-        return None
-    slope, intercept = np.polyfit(xs, values, 1)
-    residual = values - (slope * xs + intercept)
-    return Scatter(math.sqrt(float(np.sum(residual ** 2)) / (count - 2)), count)
-
-
-def smoothing_factor(xs: np.ndarray, smoothing: Smoothing | None, budget: float) -> float:
-    """√Σw² of the smoothed value at the last point at or before ``budget``: the share of a
-    single point's noise left in it (1 without smoothing).
-
-    The x-aware EMA gives point j the weight αⱼ·2^(−(xₙ − xⱼ)/h) (the first point the bare
-    decay); TensorBoard's debiased EMA βⁿ⁻ʲ ÷ Σβᵏ.
-
-    >>> round(smoothing_factor(np.arange(1000.), Smoothing("x", 50.0), 999.0), 3)
-    0.083
-    >>> smoothing_factor(np.arange(3.), None, 2.0), smoothing_factor(np.arange(3.),
-    ...                                                              Smoothing("tb", 0.0), 2.0)
-    (1.0, 1.0)
-    """
-    xs = xs[np.isfinite(xs) & (xs <= budget)]
-    if smoothing is None or xs.size < 2:
-        return 1.0
-    if smoothing.kind == "tb":
-        weights = smoothing.value ** np.arange(xs.size)[::-1].astype(float)
-        weights /= weights.sum()
-    else:
-        decay = np.exp2(-(xs[-1] - xs) / smoothing.value)
-        alpha = np.concatenate([[1.0], 1 - np.exp2(-np.diff(xs) / smoothing.value)])
-        weights = alpha * decay
-    return float(math.sqrt(float(np.sum(weights ** 2))))
 
 
 def seed_sd_to_settle(difference: float, seeds: int) -> float:

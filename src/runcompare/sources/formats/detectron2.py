@@ -19,15 +19,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import polars as pl
-
 from ...errors import InputError
 from ...model import Fact, RawLog
 from ..codecs.files import files_in, roots_under
 from ..format import Format
 from ..naming import PRINTED, canonical_names
 from ..textlog import lines as _lines
-from ..textlog.records import numbers, read_records
+from ..textlog.records import numbers, read_records, record_rows
 
 __all__ = ["FORMAT", "LOG", "expand", "files", "read"]
 
@@ -79,17 +77,9 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
             if _step(record) is not None and numbers(record, {"iteration"})]
     if not kept:
         raise InputError(f"{file}: no line with an iteration and a number")
-    keys = list(dict.fromkeys(key for _, r in kept for key in numbers(r, {"iteration"})))
+    rows, keys = record_rows([(line, _step(r), numbers(r, {"iteration"}))  # type: ignore[misc]
+                              for line, r in kept])
     names = canonical_names(keys, PRINTED)
-    rows = pl.DataFrame([{"line": line, "step": _step(r), **numbers(r, {"iteration"})}
-                         for line, r in kept],
-                        schema={"line": pl.Int64, "step": pl.Int64,
-                                **dict.fromkeys(keys, pl.Float64)})
-    # an evaluation written at the same iteration as the train line before it is no restart
-    marks = rows.select("step", launch=pl.lit(False),
-                        stepped=(pl.col("step") != pl.col("step").shift(1)).fill_null(True))
-    rows = rows.with_columns(_lines.number_legs(marks, launch="launch", stepped="stepped"),
-                             wall_time=pl.lit(None, pl.Float64))
     last = max(kept, key=lambda item: item[1]["iteration"])
     facts = {"global_step": Fact(last[1]["iteration"] + 1,
                                  f"{file.name}: iteration {last[1]['iteration']} (line "

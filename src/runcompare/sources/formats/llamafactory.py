@@ -34,7 +34,7 @@ from ..codecs.files import files_in, roots_under
 from ..format import Format
 from ..naming import canonical_names
 from ..textlog import lines as _lines
-from ..textlog.records import numbers, read_records
+from ..textlog.records import numbers, read_records, record_rows
 
 __all__ = ["FORMAT", "LOG", "expand", "files", "read"]
 
@@ -90,18 +90,10 @@ def _rows(file: Path, records: list[tuple[int, dict[str, Any]]]
                 "prediction or evaluation run, not training steps)" if records else
                 "no line with a current_steps and a number")
         raise InputError(f"{file}: LLaMA-Factory's log holds {what}; there is nothing to plot")
-    keys = list(dict.fromkeys(key for _, record in kept for key in _metrics(record)))
+    rows, keys = record_rows([(line, _step(record), _metrics(record))  # type: ignore[misc]
+                              for line, record in kept])
     names = canonical_names([_RENAMES.get(key, key) for key in keys])
     names = {key: names[_RENAMES.get(key, key)] for key in keys}
-    rows = pl.DataFrame([{"line": line, "step": _step(record), **_metrics(record)}
-                         for line, record in kept],
-                        schema={"line": pl.Int64, "step": pl.Int64,
-                                **dict.fromkeys(keys, pl.Float64)}, orient="row")
-    # a step logged again on the next line (the summary after the last train log) is no restart
-    marks = rows.select("step", launch=pl.lit(False),
-                        stepped=(pl.col("step") != pl.col("step").shift(1)).fill_null(True))
-    rows = rows.with_columns(_lines.number_legs(marks, launch="launch", stepped="stepped"),
-                             wall_time=pl.lit(None, pl.Float64))
     return rows, names
 
 

@@ -19,7 +19,7 @@ from ...errors import InputError
 from ...model import Finding
 from . import lines as _lines
 
-__all__ = ["Records", "read_records"]
+__all__ = ["Records", "read_records", "record_rows"]
 
 
 @dataclass
@@ -89,3 +89,25 @@ def numbers(record: dict[str, Any], skip: frozenset[str] | set[str] = frozenset(
     return {key: float(value) for key, value in record.items()
             if key not in skip and isinstance(value, (int, float))
             and not isinstance(value, bool)}
+
+
+def record_rows(kept: list[tuple[int, int, dict[str, float]]]
+                ) -> tuple[pl.DataFrame, list[str]]:
+    """(line, step, numbers) of each kept record as rows (line, step, a Float64 column per
+    key, leg, wall_time null), and the keys in the order first seen: a new leg where the step
+    goes back, and a step written again on the next line (an evaluation or a summary at the
+    step of the train line before it) is no restart.
+
+    >>> rows, keys = record_rows([(1, 10, {"loss": 2.0}), (2, 10, {"eval": 1.0}),
+    ...                           (3, 5, {"loss": 2.5})])
+    >>> rows.select("step", "leg").rows(), keys
+    ([(10, 0), (10, 0), (5, 1)], ['loss', 'eval'])
+    """
+    keys = list(dict.fromkeys(key for _, _, values in kept for key in values))
+    rows = pl.DataFrame([{"line": line, "step": step, **values} for line, step, values in kept],
+                        schema={"line": pl.Int64, "step": pl.Int64,
+                                **dict.fromkeys(keys, pl.Float64)}, orient="row")
+    marks = rows.select("step", launch=pl.lit(False),
+                        stepped=(pl.col("step") != pl.col("step").shift(1)).fill_null(True))
+    return rows.with_columns(_lines.number_legs(marks, launch="launch", stepped="stepped"),
+                             wall_time=pl.lit(None, pl.Float64)), keys
