@@ -30,6 +30,7 @@ OWN = {
     "megatron": DATA / "text" / "megatron_ramp" / "train.log",
     "nanogpt": DATA / "text" / "nanogpt" / "train.log",
     "torchtitan": DATA / "text" / "torchtitan" / "train.log",
+    "fairseq": DATA / "fairseq" / "wav2vec2_hydra" / "hydra_train.log",
     "jsonl": DATA / "jsonl" / "plain" / "metrics.jsonl",
     "text": DATA / "text" / "kv" / "train.log",
 }

@@ -28,6 +28,7 @@ from .format import Format, settle_claims
 from .formats import (
     axolotl,
     detectron2,
+    fairseq,
     hf_stdout,
     hf_trainer,
     jsonl,
@@ -63,6 +64,7 @@ FORMATS: list[Format] = settle_claims([
     megatron.FORMAT,
     nanogpt.FORMAT,
     torchtitan.FORMAT,
+    fairseq.FORMAT,
     jsonl.FORMAT,
     text.FORMAT,
 ])
