@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..display import fmt
 from .summary import higher_is_better
+from .wording import at, flops, percent, ratio
 
 if TYPE_CHECKING:
     from .verdict import Verdict
@@ -28,35 +29,13 @@ _CALLS = {"clear": "a clear lead across seeds",
           "unreplicated": "beyond the runs' own noise, but unreplicated",
           "within-noise": "within the noise, a tie",
           "not-comparable": "not comparable as it stands"}
-_AT = {"step": "at step {}", "micro_step": "at micro-step {}", "epoch": "at epoch {}",
-       "samples": "at {} samples", "tokens": "at {} tokens", "elapsed": "after {} s",
-       "flops": "at {} FLOPs", "device_hours": "at {} device-hours"}
 
 
 def _at(axis: str, value: float) -> str:
-    return _AT.get(axis, f"at {axis} {{}}").format(_short(value) if axis == "flops"
-                                                  else fmt(value))
-
-
-def _short(value: float) -> str:
-    """A large count in three digits.
-
-    >>> _short(3.6451e10), _short(512.0)
-    ('3.65e10', '512')
-    """
-    if abs(value) < 1e6:
-        return fmt(value)
-    mantissa, exponent = f"{value:.2e}".split("e")
-    return f"{mantissa}e{int(exponent)}"
-
-
-def _percent(share: float) -> str:
-    """A relative difference for a headline.
-
-    >>> _percent(0.00758), _percent(0.000421), _percent(0.235)
-    ('0.8%', '0.04%', '23.5%')
-    """
-    return f"{share:.1%}" if share >= 0.001 else f"{share * 100:.1g}%"
+    """Where on an axis, in a sentence's middle ("at 102,400 tokens", "after 8.5 s of
+    wall-clock")."""
+    where = at(axis, value)
+    return where[0].lower() + where[1:]
 
 
 def headline(verdict: Verdict) -> str:
@@ -71,7 +50,7 @@ def headline(verdict: Verdict) -> str:
     call = _CALLS.get(verdict.call, verdict.call)
     if verdict.schedule is not None:
         call = "no call, the learning-rate schedules stand at different points"
-    gap = f"{_percent(verdict.relative)}" if verdict.relative is not None else \
+    gap = f"{percent(verdict.relative)}" if verdict.relative is not None else \
         fmt(verdict.difference or 0.0)
     if len(names) > 2:
         spread = f"{fmt(values[leader])} to {fmt(values[names[-1]])}"
@@ -112,7 +91,7 @@ def _difference(verdict: Verdict) -> dict[str, str]:
     elif noise.get("half_width") is not None:
         band = f"; the runs' own noise ±{noise['half_width']:.2g} at 95%"
     way = "higher" if higher_is_better(verdict.metric or "") else "lower"
-    value = _percent(verdict.relative) if verdict.relative is not None else \
+    value = percent(verdict.relative) if verdict.relative is not None else \
         fmt(verdict.difference or 0.0)
     return {"label": f"{verdict.metric} difference", "value": value,
             "detail": f"{names[0]} {verdict.difference or 0.0:.2g} {way} than "
@@ -129,12 +108,8 @@ def _race(verdict: Verdict) -> dict[str, str] | None:
     detail = f"{verdict.metric} {sign} {fmt(goal)} on {verdict.axis}"
     if interval:
         detail += f"; 95% interval {interval[0]:.2f}× to {interval[1]:.2f}×"
-    return {"label": "to the target", "value": f"{speedup['faster']} {_ratio(speedup['value'])} "
+    return {"label": "to the target", "value": f"{speedup['faster']} {ratio(speedup['value'])} "
             "sooner", "detail": detail}
-
-
-def _ratio(value: float) -> str:
-    return f"{value:.2f}×" if value < 2 else f"{value:.1f}×" if value < 10 else f"{value:,.0f}×"
 
 
 def _cost(verdict: Verdict, key: str, what: str, less: str) -> dict[str, str] | None:
@@ -144,8 +119,8 @@ def _cost(verdict: Verdict, key: str, what: str, less: str) -> dict[str, str] | 
         return None
     pairs: list[Any] = sorted(zip(names, costs), key=lambda item: item[1])
     (cheap, low), (_dear, high) = pairs
-    shown = [_short(c) if key == "flops" else f"{c:.3g} s" for c in costs]
+    shown = [flops(c) if key == "flops" else f"{c:.3g} s" for c in costs]
     detail = f"to the budget: {names[0]} {shown[0]}, {names[1]} {shown[1]}"
     if high / low < 1.01:
         return {"label": what, "value": "about the same", "detail": detail}
-    return {"label": what, "value": f"{_ratio(high / low)} {less} for {cheap}", "detail": detail}
+    return {"label": what, "value": f"{ratio(high / low)} {less} for {cheap}", "detail": detail}

@@ -22,7 +22,8 @@ from .summary import higher_is_better
 if TYPE_CHECKING:
     from .verdict import _Arm, _Parts
 
-__all__ = ["AXIS_QUESTIONS", "compose", "fairness_phrases", "ratio", "seconds"]
+__all__ = ["AXIS_QUESTIONS", "at", "compose", "fairness_phrases", "flops", "percent", "ratio",
+           "seconds"]
 
 #: Arms past the runner-up the first sentence names (the rest as a count and a range).
 _OTHERS = 4
@@ -99,10 +100,10 @@ def seconds(value: float) -> str:
     return f"{value / 60:.3g} min" if value < 6000 else f"{value / 3600:.3g} h"
 
 
-def _flops(value: float) -> str:
+def flops(value: float) -> str:
     """A FLOP count in scientific notation.
 
-    >>> _flops(3.6451e10)
+    >>> flops(3.6451e10)
     '3.65e10'
     """
     mantissa, exponent = f"{value:.2e}".split("e")
@@ -118,23 +119,23 @@ def _small(value: float) -> str:
     return fmt(value) if abs(value) >= 100 else f"{value:.2g}"
 
 
-def _percent(share: float) -> str:
+def percent(share: float) -> str:
     """A share as a percentage, one decimal (two significant digits below 0.1%).
 
-    >>> _percent(0.00758), _percent(0.000421), _percent(0.31)
+    >>> percent(0.00758), percent(0.000421), percent(0.31)
     ('0.8%', '0.042%', '31.0%')
     """
     return f"{share * 100:.1f}%" if share >= 0.001 else f"{share * 100:.2g}%"
 
 
-def _at(axis: str, value: float) -> str:
+def at(axis: str, value: float) -> str:
     """Where on an axis, as the start of a sentence.
 
-    >>> _at("tokens", 102_400.0), _at("step", 30.0), _at("device_hours", 0.0186)
+    >>> at("tokens", 102_400.0), at("step", 30.0), at("device_hours", 0.0186)
     ('At 102,400 tokens', 'At step 30', 'At 0.0186 device-hours')
     """
     if axis == "flops":
-        return f"At {_flops(value)} training FLOPs"
+        return f"At {flops(value)} training FLOPs"
     if axis == "elapsed":
         return f"After {seconds(value)} of wall-clock"
     phrases = {"step": "At step {}", "micro_step": "At micro-step {}", "epoch": "At epoch {}",
@@ -155,7 +156,7 @@ def _name(parts: _Parts) -> str:
 
 
 def _level(parts: _Parts) -> str:
-    ranked, where = parts.ranked, _at(parts.axis, parts.budget)
+    ranked, where = parts.ranked, at(parts.axis, parts.budget)
     if not ranked:
         return f"{where} no run has a value of {parts.metric}."
     if len(ranked) == 1:
@@ -163,7 +164,7 @@ def _level(parts: _Parts) -> str:
     leader, runner = ranked[0], ranked[1]
     gap = abs(leader.value - runner.value)  # type: ignore[operator]
     way = "higher" if higher_is_better(parts.metric) else "lower"
-    share = f" ({_percent(gap / abs(runner.value))})" if runner.value else ""
+    share = f" ({percent(gap / abs(runner.value))})" if runner.value else ""
     if len(ranked) > 2 + _OTHERS:
         rest = [a.value for a in ranked[2:]]
         return (f"{where} the best of {len(ranked)} on {_name(parts)} is {leader.name} with "
@@ -238,7 +239,7 @@ def _instead(parts: _Parts) -> str:
     gap = abs(best - value)
     return (f"{text} Read instead {instead['where']} ({where}): {lead} {fmt(best)} against "
             f"{runner}'s {fmt(value)}, {lead} ahead by {_small(gap)}"
-            + (f" ({_percent(gap / abs(value))})" if value else "") + ".")
+            + (f" ({percent(gap / abs(value))})" if value else "") + ".")
 
 
 def _settle(noise: dict[str, Any]) -> str:
@@ -302,7 +303,7 @@ def _unit(axis: str, value: float) -> str:
     >>> _unit("tokens", 99_876.2), _unit("step", 30.0)
     ('99,876 tokens', 'step 30')
     """
-    return _at(axis, value).split(" ", 1)[1]
+    return at(axis, value).split(" ", 1)[1]
 
 
 def _speedups(parts: _Parts) -> str:
@@ -330,14 +331,14 @@ def _cost(parts: _Parts) -> str:
     arms = parts.ranked[:2]
     if len(arms) < 2:
         return ""
-    where = _at(parts.axis, parts.budget).replace("At ", "", 1).replace("After ", "", 1)
+    where = at(parts.axis, parts.budget).replace("At ", "", 1).replace("After ", "", 1)
     pieces = []
     wall = _compare(arms, "elapsed", seconds, "wall-clock", "less")
     if wall:
         pieces.append(wall + _devices(arms, parts))
-    flops = _compare(arms, "flops", _flops, "training FLOPs", "fewer")
-    if flops:
-        pieces.append(flops)
+    counted = _compare(arms, "flops", flops, "training FLOPs", "fewer")
+    if counted:
+        pieces.append(counted)
     if not pieces:
         return f"What reaching {where} cost is unknown: no wall times or FLOPs were logged."
     return f"Cost to reach {where}: {'; '.join(pieces)}.{_sources(parts)}"
