@@ -426,9 +426,10 @@ def test_dark_mode_follows_the_system(browser, tmp_path):
     tab.close()
 
 
-def test_a_sweeps_leaderboard_sorts_and_filters_and_the_page_stays_short(browser, report):
-    if report.name != "sweep.html":
-        return
+def test_a_sweeps_leaderboard_sorts_and_filters_and_the_page_stays_short(browser, sweep,
+                                                                         tmp_path):
+    report = SimpleNamespace(path=write_report(sweep, tmp_path / "sweep.html"),
+                             comparison=sweep)
     tab = _open(browser, report.path, width=1400, height=900)
     names = "() => Array.from(document.querySelectorAll('#rc-board tr')).filter(r => " \
             "!r.hidden && r.querySelector('td')).map(r => r.children[1].textContent)"
