@@ -165,12 +165,22 @@ def _lfs_pointer(path: Path) -> str | None:
 
 def _one_reader_per_file(found: dict[str, Format], path: Path) -> dict[str, Format]:
     """``found`` without the text formats all of whose files a structured format found there
-    reads too (a W&B history export saved as JSON lines is that export, not a JSON-lines log)."""
+    reads too (a W&B history export saved as JSON lines is that export, not a JSON-lines log).
+    A text format whose logs are in several run folders below ``path`` (none at it) is
+    compared by the files of every run root each format sees there."""
     texts = [name for name, fmt in found.items() if fmt.claims is not None]
     structured = [fmt for fmt in found.values() if fmt.claims is None]
     if not texts or not structured:
         return found
-    taken = {file.resolve() for fmt in structured for file in fmt.files_at(path)}
-    shared = {name for name in texts
-              if {file.resolve() for file in found[name].files_at(path)} <= taken}
-    return {name: fmt for name, fmt in found.items() if name not in shared}
+    own = {name: _files(found[name], [path]) for name in texts}
+    below = [name for name, files in own.items() if not files]
+    for name in below:
+        own[name] = _files(found[name], found[name].roots(path))
+    roots = {fmt.name: fmt.roots(path) if below else [path] for fmt in structured}
+    taken = {file for fmt in structured for file in _files(fmt, roots[fmt.name])}
+    return {name: fmt for name, fmt in found.items() if name not in texts or not own[name] <= taken}
+
+
+def _files(fmt: Format, roots: list[Path]) -> set[Path]:
+    """The files (resolved) ``fmt`` reads for the run roots ``roots``."""
+    return {file.resolve() for root in roots for file in fmt.files_at(root)}

@@ -35,6 +35,13 @@ _HEAD = 1 << 16
 
 
 def files(path: Path) -> list[Path]:
+    """The metrics.json of the run at ``path``: :func:`_own_files` of ``path``, or of the one
+    output folder below it (:func:`expand`); none for a folder of several."""
+    roots = expand(path)
+    return _own_files(roots[0]) if len(roots) == 1 else []
+
+
+def _own_files(path: Path) -> list[Path]:
     """The metrics.json at ``path`` (the file, or the one in the folder) whose first line is
     an object with an ``iteration``."""
     try:
@@ -50,9 +57,9 @@ def files(path: Path) -> list[Path]:
 def expand(path: Path) -> list[Path]:
     """The output folders at ``path``: itself when it holds a detectron2 metrics.json, else
     those further down (:func:`~..codecs.files.roots_under`)."""
-    if files(path):
+    if _own_files(path):
         return [path]
-    return roots_under(path, lambda folder: bool(files(folder))) if path.is_dir() else []
+    return roots_under(path, lambda folder: bool(_own_files(folder))) if path.is_dir() else []
 
 
 def _is_detectron2(file: Path) -> bool:

@@ -58,9 +58,11 @@ def _is_record(line: str) -> bool:
         value = json.loads(line)
     except ValueError:
         return False
-    # LLaMA-Factory's trainer_log.jsonl (current_steps, total_steps) is a format of its own
+    # formats of their own: LLaMA-Factory's trainer_log.jsonl (current_steps, total_steps), and
+    # W&B history from the API (_step beside _runtime or _timestamp: wandb-export reads it)
     return isinstance(value, dict) and bool(_numbers(value)) \
-        and not {"current_steps", "total_steps"} <= value.keys()
+        and not {"current_steps", "total_steps"} <= value.keys() \
+        and not ("_step" in value and not {"_runtime", "_timestamp"}.isdisjoint(value))
 
 
 def read(path: Path, *, hints: Mapping[str, object] | None = None,
