@@ -3,7 +3,8 @@
 Layers (imports point down; ``tests/test_layers.py`` holds the rule):
 
 - :mod:`.formats`: one module per log format, each exporting one ``FORMAT``; formats never
-  import each other (modules named ``_x`` there are helpers of a format);
+  import each other (modules named ``_x`` there are helpers of a format, named after it; the
+  W&B formats and their shared helpers are :mod:`.formats.wandb`);
 - :mod:`.textlog`: lines to numbers for every text format (line reading, layouts, the native
   scanner and the polars splitter beside it);
 - :mod:`.codecs`: bytes to records, knowing no log format (protobuf wire, TFRecord framing,
@@ -41,9 +42,9 @@ from .formats import (
     tensorboard,
     text,
     torchtitan,
-    wandb,
-    wandb_export,
 )
+from .formats.wandb import export as wandb_export
+from .formats.wandb import run_folder as wandb_run_folder
 
 __all__ = ["FORMATS", "REGISTRY", "Format", "detect", "unreadable"]
 
@@ -52,7 +53,7 @@ __all__ = ["FORMATS", "REGISTRY", "Format", "detect", "unreadable"]
 FORMATS: list[Format] = settle_claims([
     hf_trainer.FORMAT,
     tensorboard.FORMAT,
-    wandb.FORMAT,
+    wandb_run_folder.FORMAT,
     wandb_export.FORMAT,
     lightning.FORMAT,
     mlflow.FORMAT,

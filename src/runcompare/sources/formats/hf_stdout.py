@@ -61,8 +61,8 @@ from ..naming import canonical_names
 from ..textlog import layout as _layout
 from ..textlog import lines as _lines
 from ..textlog.layout import Layout, Piece
-from . import _hf_steps
-from ._hf_dicts import DICT_KEYS, keys_of, read_dicts
+from . import _hf_stdout_steps
+from ._hf_stdout_dicts import DICT_KEYS, keys_of, read_dicts
 
 __all__ = ["FORMAT", "claims", "read"]
 
@@ -332,9 +332,9 @@ def _assemble(path: Path, logs: list[Path], events: pl.DataFrame, marks: pl.Data
     events = events.filter(pl.col("ev").ne("dict") | ~pl.col("bad"))
     events = events.with_columns(_legs(events))
     info, labels = _info(events)
-    steps, step_findings = _hf_steps.steps(events, info, hints, logs[0], printed)
+    steps, step_findings = _hf_stdout_steps.steps(events, info, hints, logs[0], printed)
     findings += step_findings
-    findings += _hf_steps.epoch_check(steps, info, logs[0])
+    findings += _hf_stdout_steps.epoch_check(steps, info, logs[0])
     # a dict's own 'step' key is its step, not a metric
     pairs = pairs.filter(pl.col("key") != "step")
     values = values.drop(_VALUE + "step", strict=False)

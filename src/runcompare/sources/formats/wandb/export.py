@@ -33,14 +33,14 @@ from pathlib import Path
 
 import polars as pl
 
-from ...errors import InputError
-from ...model import Finding, RawLog
-from ..codecs.files import files_in
-from ..format import Format
-from ..textlog import lines as _lines
-from ._wandb_history import with_values
-from ._wandb_run import Leg
-from ._wandb_steps import LOG_STEP, history_scalars
+from ....errors import InputError
+from ....model import Finding, RawLog
+from ...codecs.files import files_in
+from ...format import Format
+from ...textlog import lines as _lines
+from ._history import with_values
+from ._leg import Leg
+from ._steps import LOG_STEP, history_scalars
 
 __all__ = ["FORMAT", "expand", "files", "read", "virtual"]
 
