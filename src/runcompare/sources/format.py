@@ -24,7 +24,7 @@ from typing import Protocol, cast
 from ..model import RawLog
 from .codecs.files import roots_under
 from .contract import check_raw
-from .textlog.lines import log_files
+from .textlog.logs import log_files
 
 __all__ = ["Claims", "Format", "Reader", "TextReader", "settle_claims"]
 

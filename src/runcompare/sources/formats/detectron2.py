@@ -24,7 +24,7 @@ from ...model import Fact, RawLog
 from ..codecs.files import files_in, roots_under
 from ..format import Format
 from ..naming import PRINTED, canonical_names
-from ..textlog import lines as _lines
+from ..textlog.points import to_raw
 from ..textlog.records import numbers, read_records, record_rows
 
 __all__ = ["FORMAT", "LOG", "expand", "files", "read"]
@@ -91,7 +91,7 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
     facts = {"global_step": Fact(last[1]["iteration"] + 1,
                                  f"{file.name}: iteration {last[1]['iteration']} (line "
                                  f"{last[0]}) + 1", "logged")}
-    return RawLog(path=path, scalars=_lines.to_raw(rows, names), step_unit="optimizer",
+    return RawLog(path=path, scalars=to_raw(rows, names), step_unit="optimizer",
                   facts=facts, findings=log.findings("detectron2 metrics lines"), files=[file],
                   aliases={name: key for key, name in names.items() if name != key})
 

@@ -33,7 +33,7 @@ from ...model import Fact, RawLog
 from ..codecs.files import files_in, roots_under
 from ..format import Format
 from ..naming import canonical_names
-from ..textlog import lines as _lines
+from ..textlog.points import to_raw
 from ..textlog.records import numbers, read_records, record_rows
 
 __all__ = ["FORMAT", "LOG", "expand", "files", "read"]
@@ -80,7 +80,7 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
     log = read_records(file)
     records = log.objects
     rows, names = _rows(file, records)
-    scalars = _lines.to_raw(rows, names)
+    scalars = to_raw(rows, names)
     return RawLog(path=path, scalars=scalars, step_unit="optimizer", facts=_facts(file, records),
                   findings=log.findings("LLaMA-Factory log lines"), files=[file],
                   aliases={name: key for key, name in names.items() if name != key})
