@@ -331,7 +331,7 @@ def write_part(scalars: pl.DataFrame, name: str, file: str | Path) -> None:
     """One run's points as a partition file of a parquet export: DESIGN's columns, ``name``
     in the run column, runcompare's key in the file's metadata. ``file`` may be a URL (a
     worker writing into a bucket)."""
-    from . import __version__
+    from ._version import __version__
 
     columns = [pl.col(column).cast(dtype) for column, dtype in SCALAR_SCHEMA.items()]
     frame = scalars.select(columns).with_columns(run=pl.lit(name, pl.String))

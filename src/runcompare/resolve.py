@@ -16,8 +16,8 @@ from typing import Any
 
 from .display import did_you_mean
 from .errors import InputError, UsageError
+from .facts import FACT_FIELDS, facts_from_config
 from .model import FACT_KINDS, UNKNOWN, BatchConfig, Fact, Finding
-from .sources.config import FACT_FIELDS, facts_from_config
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -28,7 +28,8 @@ from .fit import fit_width, metric_value, run_curve
 from .kinds import QUALITY, TOTAL, is_eval
 from .smooth import Smoothing, smooth_expr
 
-__all__ = ["fair_axis", "higher_is_better", "main_metric", "metric_series", "ordered_points",
+__all__ = ["drawn_points", "fair_axis", "higher_is_better", "main_metric", "metric_series",
+           "ordered_points",
            "shared_metrics", "summarize", "throughput", "totals"]
 
 SUMMARY_SCHEMA = {"run": pl.String, "metric": pl.String, "kind": pl.String, "final": pl.Float64,
@@ -151,6 +152,14 @@ def ordered_points(run: Run, metric: str, x: str) -> pl.DataFrame:
     if not (xs[1:] >= xs[:-1]).all():
         points = points.sort(x, maintain_order=True)
     return points
+
+
+def drawn_points(run: Run, metric: str, x: str, smoothing: Smoothing) -> pl.DataFrame:
+    """A run's points of ``metric`` as a chart draws them: :func:`ordered_points` with
+    ``smoothed``, the curve ``smoothing`` makes of them (worked out once per run, metric, axis
+    and smoothing)."""
+    return run.memo(("drawn", metric, x, smoothing), lambda: ordered_points(
+        run, metric, x).with_columns(smooth_expr(smoothing, x=x).alias("smoothed")))
 
 
 #: A metric series' columns besides x and smoothed, as in the run's points.

@@ -25,13 +25,11 @@ import numpy as np
 import polars as pl
 
 from ..analysis import Comparison
-from ..analysis.align import series
-from ..analysis.smooth import Smoothing
-from ..analysis.summary import ordered_points
 from ..model import Run
 
-__all__ = ["AXIS_LABELS", "FEW_POINTS", "MAX_POINTS", "MIN_POINTS", "PALETTE", "TOTAL_POINTS", "Numbers", "axis_values",
-           "chart", "downsample", "drawing_smoothing", "encode", "limits", "numbers"]
+__all__ = ["AXIS_LABELS", "FEW_POINTS", "MAX_POINTS", "MIN_POINTS", "PALETTE", "TOTAL_POINTS",
+           "Numbers", "axis_values", "chart", "downsample", "encode", "json_for_script", "limits",
+           "numbers"]
 
 MAX_POINTS = 2_000
 #: A trace of at most this many points is drawn as points (markers), as logged.
@@ -137,6 +135,12 @@ def encode(data: Any) -> str:
     return _encode(data)
 
 
+def json_for_script(data: Any) -> str:
+    """:func:`encode`'s JSON, made so that it cannot end the <script> element it sits in."""
+    text = encode(data)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
 def _collect(data: Any, found: list[Numbers]) -> None:
     if isinstance(data, Numbers):
         found.append(data)
@@ -184,18 +188,6 @@ def downsample(values: np.ndarray, limit: int = MAX_POINTS) -> np.ndarray:
     return np.unique(np.concatenate(keep))
 
 
-def drawing_smoothing(comparison: Comparison) -> Smoothing:
-    """The comparison's smoothing, else an x-aware EMA with a half-life of 2% of the range
-    (the curve on which training metrics cross their targets, ``comparison.curve``)."""
-    if comparison.curve is not None:
-        return comparison.curve
-    if comparison.smoothing is not None:
-        return comparison.smoothing
-    xs = pl.concat([r.scalars.get_column(comparison.x).cast(pl.Float64) for r in comparison.runs])
-    span = (xs.max() or 0.0) - (xs.min() or 0.0)  # type: ignore[operator]
-    return Smoothing("x", 0.0, 0.02).resolved(float(span) if span else 1.0)
-
-
 def limits(metrics: Sequence[str], runs: Sequence[str], top: Sequence[str],
            total: int = TOTAL_POINTS) -> dict[tuple[str, str], int]:
     """Each (metric, run)'s most drawn points: half the budget to the first (main) chart, the
@@ -217,12 +209,13 @@ def limits(metrics: Sequence[str], runs: Sequence[str], top: Sequence[str],
     return out
 
 
-def chart(comparison: Comparison, metric: str, smoothing: Smoothing,
+def chart(comparison: Comparison, metric: str,
           limit: dict[str, int] | None = None) -> dict[str, Any]:
-    """One chart: a trace per run (every axis it has, raw and smoothed y), bands per group;
+    """One chart: a trace per run (every axis it has, raw and smoothed y, as
+    :meth:`~runcompare.analysis.compare.Comparison.drawn` gives them), bands per group;
     ``limit`` maps a run to its most drawn points (default :data:`MAX_POINTS`)."""
     traces = [t for run in comparison.runs
-              if (t := _trace(run, metric, comparison.x, smoothing,
+              if (t := _trace(run.name, comparison.drawn(run, metric),
                               (limit or {}).get(run.name, MAX_POINTS)))]
     bands = comparison.bands.filter(pl.col("metric") == metric)
     members = {r.name: r for r in comparison.runs}
@@ -232,12 +225,11 @@ def chart(comparison: Comparison, metric: str, smoothing: Smoothing,
                       for g in bands.get_column("group").unique(maintain_order=True).to_list()]}
 
 
-def _trace(run: Run, metric: str, x: str, smoothing: Smoothing,
-           limit: int) -> dict[str, Any] | None:
-    points = ordered_points(run, metric, x)
+def _trace(run: str, points: pl.DataFrame, limit: int) -> dict[str, Any] | None:
+    """The trace of run ``run``'s drawn ``points``, at most ``limit`` of them."""
     if points.is_empty():
         return None
-    smoothed = series(run, metric, x, smoothing).get_column("smoothed").to_numpy()
+    smoothed = points.get_column("smoothed").to_numpy()
     values = points.get_column("value").to_numpy()
     keep = downsample(values, limit)
     columns = {axis: points.get_column(axis).cast(pl.Float64).to_numpy()  # nulls as NaN
@@ -248,7 +240,7 @@ def _trace(run: Run, metric: str, x: str, smoothing: Smoothing,
         origin["wall_time"] = float(np.nanmin(columns["wall_time"]))
         columns["wall_time"] = columns["wall_time"] - origin["wall_time"]
     axes = {axis: numbers(column[keep]) for axis, column in columns.items() if axis not in derived}
-    return {"run": run.name, "points": points.height, "x": axes, "derived": derived,
+    return {"run": run, "points": points.height, "x": axes, "derived": derived,
             "origin": origin, "y": numbers(values[keep]), "smoothed": numbers(smoothed[keep])}
 
 

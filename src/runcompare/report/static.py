@@ -31,7 +31,7 @@ from ..analysis import Comparison
 from ..display import plotly_text
 from ..errors import MissingInfoError
 from ..outputs import claim, head, write_atomic
-from .charts import AXIS_LABELS, FEW_POINTS, PALETTE, axis_values, chart, drawing_smoothing
+from .charts import AXIS_LABELS, FEW_POINTS, PALETTE, axis_values, chart
 
 __all__ = ["FORMATS", "figure", "is_figure", "write_figures"]
 
@@ -52,10 +52,9 @@ def write_figures(comparison: Comparison, folder: Path, *,
     Raises :class:`~runcompare.errors.InputError`, before drawing anything, when a figure's
     path is inside a run being read or holds a file that is not a figure runcompare drew.
     """
-    smoothing = drawing_smoothing(comparison)
     figures = {}
     for metric in comparison.metrics:
-        figure = _figure(comparison, chart(comparison, metric, smoothing))
+        figure = _figure(comparison, chart(comparison, metric))
         stem = re.sub(r"[^A-Za-z0-9._-]+", "_", metric).strip("_") or "metric"
         for fmt in formats:
             path = folder / f"{stem}.{fmt}"
@@ -69,7 +68,7 @@ def write_figures(comparison: Comparison, folder: Path, *,
 def figure(comparison: Comparison, metric: str) -> dict[str, Any]:
     """The plotly figure dict of one drawn metric, as ``write_figures`` draws it (raw faint,
     smoothed bold, long traces downsampled with their extremes kept)."""
-    return _figure(comparison, chart(comparison, metric, drawing_smoothing(comparison)))
+    return _figure(comparison, chart(comparison, metric))
 
 
 def _draw(figures: dict[Path, dict[str, Any]]) -> None:
