@@ -82,7 +82,7 @@ def _schemas() -> dict[str, dict[str, PolarsDataType]]:
             "wall_time": pl.Float64,
             "leg": pl.Int32,
         },
-        #: Columns of ``Run.scalars`` (DESIGN.md's data model), in order.
+        #: Columns of ``Run.scalars`` (docs/architecture.md's data model), in order.
         "SCALAR_SCHEMA": {
             "run": pl.String,
             "metric": pl.String,
@@ -403,7 +403,7 @@ class Run:
         return None if value is None else int(value)  # type: ignore[arg-type]
 
     def to_json(self) -> dict[str, Any]:
-        """The object ``runcompare inspect --json`` prints (DESIGN.md's contract)."""
+        """The object ``runcompare inspect --json`` prints (docs/architecture.md's contracts)."""
         return {
             "name": self.name, "path": self.origin or str(self.path), "format": self.format,
             "sources": self.sources, "step_unit": self.step_unit, "batch": self.batch.to_json(),

@@ -157,7 +157,7 @@ class Comparison:
         return write_report(self, Path(path))
 
     def to_json(self, *, report: str | None = None) -> dict[str, Any]:
-        """The object ``runcompare RUN... --json`` prints (DESIGN.md's contract); ``report``
+        """The object ``runcompare RUN... --json`` prints (docs/architecture.md's contracts); ``report``
         is the path of the HTML report written beside it."""
         return {"x": self.x, "runs": [run.to_json() for run in self.runs],
                 "summary": self.summary.select(_JSON_SUMMARY).to_dicts(),

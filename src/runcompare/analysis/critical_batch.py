@@ -111,7 +111,7 @@ class CriticalBatch:
         return self.s_min * (1 + self.b_crit / batches), self.e_min * (1 + batches / self.b_crit)
 
     def to_json(self) -> dict[str, Any]:
-        """The object ``runcompare critical-batch --json`` prints (DESIGN.md's contract)."""
+        """The object ``runcompare critical-batch --json`` prints (docs/architecture.md's contracts)."""
         return {"metric": self.metric, "target": self.target,
                 "runs": [r.to_json() for r in self.runs], "s_min": self.s_min,
                 "e_min": self.e_min, "b_crit": self.b_crit,

@@ -89,7 +89,7 @@ class Verdict:
         return self.text
 
     def to_dict(self) -> dict[str, Any]:
-        """The ``verdict`` object of ``runcompare RUN... --json`` (DESIGN.md's contract)."""
+        """The ``verdict`` object of ``runcompare RUN... --json`` (docs/architecture.md's contracts)."""
         return {"text": self.text, "metric": self.metric, "axis": self.axis,
                 "budget": self.budget, "values": self.values, "leader": self.leader,
                 "difference": self.difference, "relative": self.relative, "noise": self.noise,
