@@ -364,7 +364,7 @@ class Run:
             self.__dict__["_slices"] = known
         return known[1]
 
-    def memo(self, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
+    def memo(self, key: tuple[Any, ...], make: Callable[[], T]) -> T:
         """``make()``, worked out once per ``key`` for the points frame the run holds (what
         the summary and the verdict both read off a run: the local fit of a metric)."""
         known: tuple[pl.DataFrame, dict[tuple[Any, ...], Any]] | None = \
@@ -374,7 +374,8 @@ class Run:
             self.__dict__["_memo"] = known
         if key not in known[1]:
             known[1][key] = make()
-        return known[1][key]
+        made: T = known[1][key]
+        return made
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled without the memos of :meth:`_points_by_metric` and :meth:`memo` (they hold

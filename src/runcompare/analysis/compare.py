@@ -95,7 +95,7 @@ class Comparison:
         if self.smoothing is not None:
             return self.smoothing
         xs = pl.concat([r.scalars.get_column(self.x).cast(pl.Float64) for r in self.runs])
-        span = (xs.max() or 0.0) - (xs.min() or 0.0)  # type: ignore[operator]
+        span = float(xs.max() or 0.0) - float(xs.min() or 0.0)
         return Smoothing("x", 0.0, _DEFAULT_HALF_LIFE).resolved(float(span) if span else 1.0)
 
     def drawn(self, run: Run, metric: str) -> pl.DataFrame:
@@ -350,7 +350,7 @@ def _x_range(runs: Sequence[Run], x: str) -> float:
     values = [(s.min(), s.max()) for s in spans if s.null_count() < len(s)]
     if not values:
         return 0.0
-    return float(max(hi for _, hi in values) - min(lo for lo, _ in values))  # type: ignore[operator]
+    return float(max(hi for _, hi in values) - min(lo for lo, _ in values))
 
 
 def choose(runs: Sequence[Run], *, patterns: Sequence[str] = (), top: int | None = None,

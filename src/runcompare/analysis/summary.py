@@ -191,7 +191,7 @@ def throughput(runs: Sequence[Run]) -> pl.DataFrame:
     for run in runs:
         samples_rate, tokens_rate = _rate(run, "samples"), _rate(run, "tokens")
         logged = run.facts.get("train_samples_per_second")
-        if samples_rate is None and logged is not None:
+        if samples_rate is None and logged is not None and logged.value is not None:
             samples_rate = float(logged.value)
         seq_len = run.batch.seq_len.value
         if tokens_rate is None and samples_rate is not None and seq_len:
@@ -235,7 +235,7 @@ def _row(run: str, metric: str, kind: str, frame: pl.DataFrame | None, budget: f
     budget, target, curve (the speedups are added across runs). ``read`` is the curve the
     crossing and the value at the budget are read off (:func:`.fit.metric_curve`)."""
     curve = None if goal is None else "raw" if is_eval(metric) else "local-fit"
-    if frame is None or not frame.height:
+    if frame is None or not frame.height or read is None:
         return (run, metric, kind, None, None, None, None, None, budget, goal, curve)
     xs, values = frame.get_column("x").to_numpy(), frame.get_column("value").to_numpy()
     finite = np.isfinite(values)

@@ -76,7 +76,8 @@ class Numbers:
     def tolist(self) -> list[float | None]:
         import json
 
-        return json.loads(self.text)
+        values: list[float | None] = json.loads(self.text)
+        return values
 
 
 def numbers(values: np.ndarray) -> Numbers:
@@ -262,12 +263,12 @@ def _derived(columns: dict[str, np.ndarray], height: int) -> dict[str, list[Any]
     return derived
 
 
-def axis_values(trace: dict[str, Any], axis: str) -> list[float] | None:
+def axis_values(trace: dict[str, Any], axis: str) -> list[float | None] | None:
     """A trace's drawn x values on ``axis`` as numbers (what the page computes), or None."""
     if axis in trace["derived"]:
         base, factor = trace["derived"][axis]
         values = axis_values(trace, base)
-        return None if values is None else [v * factor for v in values]
+        return None if values is None else [None if v is None else v * factor for v in values]
     if axis not in trace["x"]:
         return None
     values = trace["x"][axis].tolist()
@@ -284,7 +285,8 @@ def _band(frame: pl.DataFrame, group: str, metric: str, x: str,
         if axis != x and (mapped := _mapped(grid, metric, x, axis, members)) is not None:
             axes[axis] = numbers(mapped)
     column = {c: numbers(frame.get_column(c).to_numpy()[keep]) for c in ("mean", "min", "max")}
-    return {"group": group, "n": int(frame.get_column("n").max() or 0), "x": axes, **column}
+    return {"group": group, "n": int(frame.get_column("n").to_numpy().max(initial=0)), "x": axes,
+            **column}
 
 
 def _mapped(grid: np.ndarray, metric: str, x: str, axis: str,
@@ -304,7 +306,8 @@ def _mapped(grid: np.ndarray, metric: str, x: str, axis: str,
     stack = np.vstack(mapped)
     with warnings.catch_warnings():  # a position no member covers stays NaN
         warnings.simplefilter("ignore", RuntimeWarning)
-        low, high = np.nanmin(stack, axis=0), np.nanmax(stack, axis=0)
+        low: np.ndarray = np.nanmin(stack, axis=0)
+        high = np.nanmax(stack, axis=0)
     if not np.allclose(low, high, rtol=1e-9, atol=0, equal_nan=True):
         return None
     return low

@@ -79,9 +79,10 @@ def _draw(figures: dict[Path, dict[str, Any]]) -> None:
         raise MissingInfoError("static figures need kaleido: pip install 'runcompare[static]' "
                                "(it draws with the installed chromium)") from exc
     with tempfile.TemporaryDirectory(prefix="runcompare-figures-") as scratch:
-        jobs = [{"fig": figure, "path": Path(scratch) / f"{i}{path.suffix}",
+        drawn = [Path(scratch) / f"{i}{path.suffix}" for i, path in enumerate(figures)]
+        jobs = [{"fig": figure, "path": at,
                  "opts": {"format": path.suffix[1:], "width": 1000, "height": 520}}
-                for i, (path, figure) in enumerate(figures.items())]
+                for at, (path, figure) in zip(drawn, figures.items())]
         with _nowhere() as proxy:
             try:
                 kaleido.write_fig_from_object_sync(
@@ -89,8 +90,8 @@ def _draw(figures: dict[Path, dict[str, Any]]) -> None:
             except Exception as exc:  # kaleido's own errors: no browser, a browser that failed
                 raise MissingInfoError(f"kaleido could not draw the figures ({exc}); install "
                                        "chromium (apt-get install chromium)") from exc
-        for job, path in zip(jobs, figures):
-            write_atomic(path, _marked(job["path"].read_bytes()))
+        for at, path in zip(drawn, figures):
+            write_atomic(path, _marked(at.read_bytes()))
 
 
 @contextlib.contextmanager

@@ -31,7 +31,7 @@ _HEADER = 12
 _ACROSS = 4
 
 #: Rows of the batch-hierarchy table: label and how to get the fact of a run.
-_LEVELS = (
+_LEVELS: tuple[tuple[str, Callable[[Run], Fact[Any]]], ...] = (
     ("micro-batch", lambda r: r.batch.per_device_batch),
     ("grad accumulation", lambda r: r.batch.grad_accum),
     ("per-device batch", lambda r: _derived(r.batch.per_device_step,
