@@ -70,7 +70,7 @@ def main() -> None:
     folder = args.dir or Path(tempfile.gettempdir()) / (
         f"runcompare-bench-wandb-{args.calls}x{args.metrics}")
     run = make(folder, args.calls, args.metrics, args.wandb_python)
-    from runcompare.sources.formats import wandb
+    from runcompare.sources.formats.wandb import run_folder as wandb
 
     file = next(run.glob("*.wandb"))
     times, cpu, tb_times, tb_cpu = [], [], [], []
@@ -105,7 +105,8 @@ def cached(run: Path, logdir: Path | None, repeat: int) -> None:
     """Best time of a cached read (``read_cached`` with a filled cache in a temporary
     folder), of the W&B run and of the TensorBoard logdir when given."""
     from runcompare import cache
-    from runcompare.sources.formats import tensorboard, wandb
+    from runcompare.sources.formats import tensorboard
+    from runcompare.sources.formats.wandb import run_folder as wandb
 
     with tempfile.TemporaryDirectory() as folder:
         os.environ["XDG_CACHE_HOME"] = folder

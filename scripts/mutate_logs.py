@@ -97,10 +97,10 @@ _BUILT: dict[Any, bool] = {}
 def native(on: bool) -> None:
     """Every native reader on (as built) or off, as ``RUNCOMPARE_PURE=1`` turns them."""
     from runcompare.sources.codecs import protowire, tfrecord
-    from runcompare.sources.formats import _hf_json
+    from runcompare.sources.formats import _hf_trainer_json
     from runcompare.sources.textlog import layout
 
-    for module in (layout, protowire, tfrecord, _hf_json):
+    for module in (layout, protowire, tfrecord, _hf_trainer_json):
         built = _BUILT.setdefault(module, module.NATIVE)
         module.NATIVE = on and built
 

@@ -40,7 +40,8 @@ def test_every_format_has_test_data_here():
     assert set(OWN) == set(REGISTRY)
 
 
-@pytest.mark.parametrize("module", sorted(p.stem for p in FORMATS_DIR.glob("[!_]*.py")))
+@pytest.mark.parametrize("module", sorted(".".join(p.relative_to(FORMATS_DIR).with_suffix("").parts)
+                                          for p in FORMATS_DIR.rglob("[!_]*.py")))
 def test_every_format_module_is_registered_under_its_own_name(module):
     """A module in formats/ whose FORMAT is missing from the registry (or there under another
     object) fails here."""

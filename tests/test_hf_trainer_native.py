@@ -1,4 +1,4 @@
-"""The native trainer_state.json reader (sources/codecs/_jsoncols.c, sources/formats/_hf_json.py):
+"""The native trainer_state.json reader (sources/codecs/_jsoncols.c, sources/formats/_hf_trainer_json.py):
 what hf_trainer reads through it equals what it reads with json.loads alone, on every real
 trainer_state.json and on damaged and edited copies of them (the edits are made here, by
 hand, on purpose: malformed and unusual input)."""
@@ -27,7 +27,7 @@ from polars.testing import assert_frame_equal
 
 from runcompare.errors import RuncompareError
 from runcompare.model import RawLog
-from runcompare.sources.formats import _hf_json, hf_trainer
+from runcompare.sources.formats import _hf_trainer_json, hf_trainer
 
 from .conftest import DATA, ROOT, SAMPLES
 
@@ -45,13 +45,13 @@ def _ids(path: Path) -> str:
 
 
 def _read(path: Path, native: bool, monkeypatch: pytest.MonkeyPatch) -> RawLog | str:
-    monkeypatch.setattr(_hf_json, "NATIVE", native)
+    monkeypatch.setattr(_hf_trainer_json, "NATIVE", native)
     try:
         return hf_trainer.read(path)
     except RuncompareError as exc:
         return f"{type(exc).__name__}: {exc}"
     finally:
-        monkeypatch.setattr(_hf_json, "NATIVE", True)
+        monkeypatch.setattr(_hf_trainer_json, "NATIVE", True)
 
 
 def _same(path: Path, monkeypatch: pytest.MonkeyPatch) -> RawLog | str:
@@ -75,10 +75,10 @@ def _same(path: Path, monkeypatch: pytest.MonkeyPatch) -> RawLog | str:
 
 
 def test_the_reader_is_built():
-    assert _hf_json._jsoncols is not None, (
+    assert _hf_trainer_json._jsoncols is not None, (
         "runcompare.sources.codecs._jsoncols was not built: install a C compiler and the "
         "Python headers, then reinstall runcompare")
-    assert _hf_json.NATIVE
+    assert _hf_trainer_json.NATIVE
 
 
 def test_the_real_states_are_found():
@@ -88,14 +88,14 @@ def test_the_real_states_are_found():
 @pytest.mark.parametrize("state", READABLE, ids=_ids)
 def test_every_real_state_is_read_natively_as_json_loads_reads_it(state: Path):
     data = state.read_bytes()
-    parsed = _hf_json.parse(data, "log_history", "step", hf_trainer._RATES)
+    parsed = _hf_trainer_json.parse(data, "log_history", "step", hf_trainer._RATES)
     assert parsed is not None, f"{state}: the native reader refused a real trainer_state.json"
     fields, columns = parsed
     expected = json.loads(data)
     history = expected.pop("log_history")
     assert fields == expected
     assert len(columns) == len(history)
-    assert _hf_json.entries(columns) == history
+    assert _hf_trainer_json.entries(columns) == history
     rows = [(key, float(value), entry["step"]) for entry in history
             for key, value in entry.items()
             if type(value) in (int, float) and key != "step"]
@@ -234,7 +234,7 @@ def test_edited_states_read_the_same_with_and_without_the_reader(state: Path, tm
     for _ in range(40):
         text = _edited(loaded, rng)
         out.write_text(text, encoding="utf-8")
-        natively += _hf_json.parse(text.encode(), "log_history", "step",
+        natively += _hf_trainer_json.parse(text.encode(), "log_history", "step",
                                    hf_trainer._RATES) is not None
         _same(tmp_path, monkeypatch)
     assert natively > 0  # some edits (NaN, -0, unicode keys, ...) stay on the native path
@@ -343,7 +343,7 @@ def test_checkpoints_with_an_edited_entry_read_the_same(state: Path, tmp_path, m
 def _values(tokens: list[str]) -> list[float]:
     document = '{"log_history": [' + ", ".join(
         f'{{"v": {token}, "step": {i}}}' for i, token in enumerate(tokens)) + "]}"
-    found = _hf_json._jsoncols.columns(document.encode(), b"log_history", b"step", ())
+    found = _hf_trainer_json._jsoncols.columns(document.encode(), b"log_history", b"step", ())
     assert found is not None, tokens
     return np.frombuffer(found[4], np.float64).tolist()
 
@@ -393,9 +393,9 @@ def test_pure_mode_in_a_subprocess_reads_the_same(tmp_path):
     run = SAMPLES / "attn"
     script = ("import sys\n"
               "from pathlib import Path\n"
-              "from runcompare.sources.formats import _hf_json, hf_trainer\n"
+              "from runcompare.sources.formats import _hf_trainer_json, hf_trainer\n"
               "read = hf_trainer.read(Path(sys.argv[1]))\n"
-              "print(_hf_json.NATIVE, read.scalars.height)\n"
+              "print(_hf_trainer_json.NATIVE, read.scalars.height)\n"
               "print(read.scalars.write_csv(float_precision=17), read.scalars.schema)\n"
               "print(read.facts, read.findings, read.aliases, read.files)\n")
     outs = []

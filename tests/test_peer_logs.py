@@ -17,8 +17,8 @@ import runcompare as rc
 from runcompare.model import RAW_SCHEMA
 from runcompare.resolve import resolve_batch
 from runcompare.sources import REGISTRY
-from runcompare.sources.formats import wandb
-from runcompare.sources.formats._wandb_run import Leg
+from runcompare.sources.formats.wandb import run_folder as wandb
+from runcompare.sources.formats.wandb._leg import Leg
 
 from .conftest import DATA, SAMPLES
 

@@ -1,6 +1,6 @@
 """The C half of the event-file reader (codecs/_wire.c) against the numpy one: identical Walks
 (every array) from protowire.walk, on the real event files of tests/data walked the way
-_tfevents.py walks them, on those files' bytes mutated (bit flips, zeroed stretches, cuts) and
+_tensorboard_events.py walks them, on those files' bytes mutated (bit flips, zeroed stretches, cuts) and
 on generated messages with what real files rarely hold: keys of several bytes, huge and
 negative lengths, overlong varints, wire types that cannot be skipped, lanes running to the
 buffer's last byte. The same for group_spans and for tfrecord's checked chains (frame). Then
@@ -24,7 +24,7 @@ from runcompare.sources.codecs import crc as crc32c
 from runcompare.sources.codecs import protowire as pw
 from runcompare.sources.codecs import tfrecord
 from runcompare.sources.codecs.tfrecord import frame
-from runcompare.sources.formats import _tfevents as tfevents
+from runcompare.sources.formats import _tensorboard_events as tfevents
 
 from .conftest import DATA
 
@@ -71,7 +71,7 @@ def payloads(column: pw.Column, lanes: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 
 def walk_like_tfevents(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> int:
-    """Every walk _tfevents.decode makes, each checked C against numpy; the lanes walked."""
+    """Every walk _tensorboard_events.decode makes, each checked C against numpy; the lanes walked."""
     event = both(buf, starts, ends, EVENT)
     good = np.flatnonzero(~event.bad)
     both(buf, *payloads(event.fields[7], good), SESSION)
@@ -94,7 +94,7 @@ def test_real_event_files_walk_the_same(file):
 
 
 def test_real_files_hold_every_kind_of_field_walked():
-    """The real files exercise the fields _tfevents reads (else the test above proves little)."""
+    """The real files exercise the fields _tensorboard_events reads (else the test above proves little)."""
     seen: set[tuple[int, int]] = set()
     for file in EVENT_FILES:
         buf = np.frombuffer(file.read_bytes(), np.uint8)

@@ -14,7 +14,7 @@ import pytest
 import runcompare as rc
 from runcompare.errors import InputError
 from runcompare.sources import REGISTRY
-from runcompare.sources.formats import _tfevents as tfevents
+from runcompare.sources.formats import _tensorboard_events as tfevents
 from runcompare.sources.formats import tensorboard
 
 from .conftest import DATA, SAMPLES

@@ -15,7 +15,7 @@ import runcompare as rc
 from runcompare.errors import InputError, MissingInfoError
 from runcompare.legs import resolve_legs
 from runcompare.sources import REGISTRY
-from runcompare.sources.formats import _hf_dicts
+from runcompare.sources.formats import _hf_stdout_dicts
 from runcompare.sources.naming import canonical
 from runcompare.sources.textlog import lines as _lines
 
@@ -276,7 +276,7 @@ def test_beside_trainer_state_the_stdout_adds_facts_without_conflicts():
 
 
 def _regex_only(monkeypatch):
-    monkeypatch.setattr(_hf_dicts, "_layout_dicts", lambda rows: None)
+    monkeypatch.setattr(_hf_stdout_dicts, "_layout_dicts", lambda rows: None)
 
 
 @pytest.mark.parametrize("run", RUNS + [TEXT / "hf4x_attn"], ids=lambda p: p.name)

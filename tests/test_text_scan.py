@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from runcompare.sources.formats import hf_stdout, megatron, nanogpt
 from runcompare.sources.textlog import layout as _layout
 from runcompare.sources.textlog import lines as _lines
+from runcompare.sources.textlog.values import timestamp
 
 from .conftest import DATA, ROOT, SAMPLES
 
@@ -111,7 +112,7 @@ def test_timestamps_are_read_as_polars_reads_them():
     stamps = ["1970-01-01 00:00:00", "2024-03-01 09:00:08", "1999-12-31T23:59:59,5",
               "2100-02-28 12:00:00.000001", "1969-07-20 20:17:40"]
     frame = pl.DataFrame({"t": stamps})
-    expected = frame.select(_lines.timestamp(pl.col("t"))).to_series().to_list()
+    expected = frame.select(timestamp(pl.col("t"))).to_series().to_list()
     got = [_scan(s.encode() + b"\n", [("ts", "")], 1)[2][0][0] for s in stamps]
     assert got == expected
 

@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 
 from runcompare.sources import REGISTRY
-from runcompare.sources.textlog import lines as textlines
+from runcompare.sources.textlog import rows as textrows
 
 from .conftest import DATA
 
@@ -25,7 +25,7 @@ def test_small_logs_read_together_give_what_each_gives_alone(tmp_path, monkeypat
         (tmp_path / f"part{i:03d}.log").write_bytes(b"".join(part))
     fmt = {"kv": "text", "nanogpt": "nanogpt", "torchtitan": "torchtitan"}[name]
     together = REGISTRY[fmt].read_at(tmp_path)
-    monkeypatch.setattr(textlines, "SMALL_BYTES", 0)  # every file read alone
+    monkeypatch.setattr(textrows, "SMALL_BYTES", 0)  # every file read alone
     alone = REGISTRY[fmt].read_at(tmp_path)
     assert together.scalars.equals(alone.scalars)
     assert together.findings == alone.findings

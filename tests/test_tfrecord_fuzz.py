@@ -14,7 +14,7 @@ from runcompare.errors import RuncompareError
 from runcompare.sources import REGISTRY
 from runcompare.sources.codecs import crc as crc32c
 from runcompare.sources.codecs import tfrecord
-from runcompare.sources.formats import _tfevents as tfevents
+from runcompare.sources.formats import _tensorboard_events as tfevents
 
 from .conftest import DATA
 

@@ -17,8 +17,8 @@ from runcompare.errors import InputError
 from runcompare.model import RAW_SCHEMA
 from runcompare.sources import REGISTRY
 from runcompare.sources.codecs.leveldb import BLOCK, read_records
-from runcompare.sources.formats import wandb
-from runcompare.sources.formats._wandb_run import Leg, decode_leg, wandb_file
+from runcompare.sources.formats.wandb import run_folder as wandb
+from runcompare.sources.formats.wandb._leg import Leg, decode_leg, wandb_file
 
 DATA = Path(__file__).parent / "data"
 PROJECT = DATA / "wandb" / "project"

@@ -13,7 +13,8 @@ import pytest
 import runcompare as rc
 from runcompare.errors import InputError
 from runcompare.sources import REGISTRY
-from runcompare.sources.formats import wandb, wandb_export
+from runcompare.sources.formats.wandb import export as wandb_export
+from runcompare.sources.formats.wandb import run_folder as wandb
 
 from .conftest import DATA, SAMPLES
 

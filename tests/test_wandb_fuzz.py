@@ -30,9 +30,9 @@ from runcompare.sources.codecs.leveldb import (
     read_records_sequential,
 )
 from runcompare.sources.codecs.protowire import ProtoError, fields
-from runcompare.sources.formats import _wandb_history as wandb_history
-from runcompare.sources.formats._wandb_history import decode_history, record_types
-from runcompare.sources.formats._wandb_proto import history_items, record_kind
+from runcompare.sources.formats.wandb import _history as wandb_history
+from runcompare.sources.formats.wandb._history import decode_history, record_types
+from runcompare.sources.formats.wandb._proto import history_items, record_kind
 
 REAL = sorted((Path(__file__).parent / "data" / "wandb" / "project").glob("wandb/*/*.wandb"))
 FAST = settings(max_examples=100, deadline=None,

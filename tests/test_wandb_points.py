@@ -11,8 +11,8 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from runcompare.sources.formats import _wandb_steps
-from runcompare.sources.formats._wandb_run import Leg
+from runcompare.sources.formats.wandb import _steps as _wandb_steps
+from runcompare.sources.formats.wandb._leg import Leg
 
 KEYS = ["_step", "_timestamp", "_runtime", "train/global_step", "loss", "acc", "_wandb"]
 

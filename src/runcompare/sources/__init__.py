@@ -3,7 +3,8 @@
 Layers (imports point down; ``tests/test_layers.py`` holds the rule):
 
 - :mod:`.formats`: one module per log format, each exporting one ``FORMAT``; formats never
-  import each other (modules named ``_x`` there are helpers of a format);
+  import each other (modules named ``_x`` there are helpers of a format, named after it; the
+  W&B formats and their shared helpers are :mod:`.formats.wandb`);
 - :mod:`.textlog`: lines to numbers for every text format (line reading, layouts, the native
   scanner and the polars splitter beside it);
 - :mod:`.codecs`: bytes to records, knowing no log format (protobuf wire, TFRecord framing,
@@ -41,9 +42,9 @@ from .formats import (
     tensorboard,
     text,
     torchtitan,
-    wandb,
-    wandb_export,
 )
+from .formats.wandb import export as wandb_export
+from .formats.wandb import run_folder as wandb_run_folder
 
 __all__ = ["FORMATS", "REGISTRY", "Format", "detect", "unreadable"]
 
@@ -52,7 +53,7 @@ __all__ = ["FORMATS", "REGISTRY", "Format", "detect", "unreadable"]
 FORMATS: list[Format] = settle_claims([
     hf_trainer.FORMAT,
     tensorboard.FORMAT,
-    wandb.FORMAT,
+    wandb_run_folder.FORMAT,
     wandb_export.FORMAT,
     lightning.FORMAT,
     mlflow.FORMAT,
@@ -165,12 +166,22 @@ def _lfs_pointer(path: Path) -> str | None:
 
 def _one_reader_per_file(found: dict[str, Format], path: Path) -> dict[str, Format]:
     """``found`` without the text formats all of whose files a structured format found there
-    reads too (a W&B history export saved as JSON lines is that export, not a JSON-lines log)."""
+    reads too (a W&B history export saved as JSON lines is that export, not a JSON-lines log).
+    A text format whose logs are in several run folders below ``path`` (none at it) is
+    compared by the files of every run root each format sees there."""
     texts = [name for name, fmt in found.items() if fmt.claims is not None]
     structured = [fmt for fmt in found.values() if fmt.claims is None]
     if not texts or not structured:
         return found
-    taken = {file.resolve() for fmt in structured for file in fmt.files_at(path)}
-    shared = {name for name in texts
-              if {file.resolve() for file in found[name].files_at(path)} <= taken}
-    return {name: fmt for name, fmt in found.items() if name not in shared}
+    own = {name: _files(found[name], [path]) for name in texts}
+    below = [name for name, files in own.items() if not files]
+    for name in below:
+        own[name] = _files(found[name], found[name].roots(path))
+    roots = {fmt.name: fmt.roots(path) if below else [path] for fmt in structured}
+    taken = {file for fmt in structured for file in _files(fmt, roots[fmt.name])}
+    return {name: fmt for name, fmt in found.items() if name not in texts or not own[name] <= taken}
+
+
+def _files(fmt: Format, roots: list[Path]) -> set[Path]:
+    """The files (resolved) ``fmt`` reads for the run roots ``roots``."""
+    return {file.resolve() for root in roots for file in fmt.files_at(root)}

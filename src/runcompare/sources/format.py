@@ -8,6 +8,10 @@ field here, and its name is written once (the loader stamps it on each
 Text formats (captured stdout) have ``claims`` instead of ``files``: whether a log file's first
 bytes are theirs. Which text format takes a file is decided by the registry alone, in its order
 (:func:`settle_claims`), so no text format imports another to keep off its files.
+
+A format's ``read`` is a :class:`Reader` (a text format's a :class:`TextReader`), and every
+:class:`~runcompare.model.RawLog` it returns is checked at :meth:`Format.read_at`
+(:mod:`.contract`).
 """
 
 from __future__ import annotations
@@ -15,19 +19,35 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Protocol, cast
 
 from ..model import RawLog
 from .codecs.files import roots_under
-from .textlog.lines import log_files
+from .contract import check_raw
+from .textlog.logs import log_files
 
-__all__ = ["Format", "settle_claims"]
+__all__ = ["Claims", "Format", "Reader", "TextReader", "settle_claims"]
 
 #: How many folders down a text format looks for runs under a folder holding none of its logs.
 TEXT_DEPTH = 2
 
-#: ``read(path, *, hints) -> RawLog``; a text format's also takes ``claims=`` (see Format).
-Reader = Callable[..., RawLog]
+#: ``claims(head) -> bool``: whether a log whose first bytes are ``head`` is a text format's.
+Claims = Callable[[str], bool]
+
+
+class Reader(Protocol):
+    """A format's ``read``: every point and fact of the run at ``path``."""
+
+    def __call__(self, path: Path, /, *,
+                 hints: Mapping[str, object] | None = None) -> RawLog: ...
+
+
+class TextReader(Protocol):
+    """A text format's ``read``: as :class:`Reader`, reading only the logs ``claims`` accepts
+    (the claims the registry settled for it, :func:`settle_claims`)."""
+
+    def __call__(self, path: Path, /, *, hints: Mapping[str, object] | None = None,
+                 claims: Claims) -> RawLog: ...
 
 
 @dataclass(frozen=True)
@@ -43,13 +63,13 @@ class Format:
     #: (``--set``, ``runcompare.toml``) by name, for formats that need one to be read at all
     #: (``step_metric`` for W&B, ``logging_steps`` for Trainer stdout, ``pattern``). A text
     #: format's ``read`` also takes ``claims=``: the claims the registry settled for it.
-    read: Reader
+    read: Reader | TextReader
     #: ``files(path) -> list[Path]``: the files ``read`` would read (the cache checks them;
     #: :meth:`finds` asks whether there are any). None for a text format: its files are the
     #: logs at ``path`` that its settled ``claims`` accept.
     files: Callable[[Path], list[Path]] | None = None
     #: Text formats: ``claims(head) -> bool``, whether a log's first bytes are this format's.
-    claims: Callable[[str], bool] | None = None
+    claims: Claims | None = None
     #: ``sniff(path) -> bool``, a test cheaper than listing the files, where there is one.
     sniff: Callable[[Path], bool] | None = None
     #: ``expand(path) -> list[Path]``: the run roots under ``path``, for a format whose logs can
@@ -102,9 +122,14 @@ class Format:
                            depth=TEXT_DEPTH)
 
     def read_at(self, path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
-        """What the format reads at ``path``, stamped with its name."""
-        extra: dict[str, Any] = {} if self.claims is None else {"claims": self.claims}
-        raw = self.read(self._text_root(path), hints=hints, **extra)
+        """What the format reads at ``path``, stamped with its name; a
+        :class:`~runcompare.errors.ReaderError` when it breaks the contract (:mod:`.contract`)."""
+        root = self._text_root(path)
+        if self.claims is None:
+            got = cast(Reader, self.read)(root, hints=hints)
+        else:  # a text format: its read is a TextReader (tests/test_formats.py checks each)
+            got = cast(TextReader, self.read)(root, hints=hints, claims=self.claims)
+        raw = check_raw(got, self.name, root)
         raw.path = path
         raw.source = self.name
         return raw
@@ -126,7 +151,7 @@ def settle_claims(formats: Sequence[Format]) -> list[Format]:
     ([True, False], True)
     """
     settled: list[Format] = []
-    earlier: list[Callable[[str], bool]] = []
+    earlier: list[Claims] = []
     for fmt in formats:
         if fmt.claims is None:
             settled.append(fmt)

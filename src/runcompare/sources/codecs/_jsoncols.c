@@ -1,5 +1,6 @@
 /* The numbers of a list of flat JSON objects held by one key of a JSON document, in columns:
- * the native half of runcompare.sources.formats._hf_json (read that module's docstring first).
+ * the native half of runcompare.sources.formats._hf_trainer_json (read that module's docstring
+ * first).
  *
  * columns(data, array, index, marked) reads `data` (UTF-8 bytes) as one JSON document that is
  * an object whose key `array` holds a list of objects ("entries"). Each entry must hold the
@@ -694,7 +695,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_jsoncols",
                                     "The numbers of a JSON document's list of flat objects, in "
-                                    "columns (see runcompare.sources.formats._hf_json).",
+                                    "columns (see runcompare.sources.formats._hf_trainer_json).",
                                     -1, methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__jsoncols(void) {

@@ -24,7 +24,7 @@ from ...model import Fact, RawLog
 from ..codecs.files import files_in, roots_under
 from ..format import Format
 from ..naming import PRINTED, canonical_names
-from ..textlog import lines as _lines
+from ..textlog.points import to_raw
 from ..textlog.records import numbers, read_records, record_rows
 
 __all__ = ["FORMAT", "LOG", "expand", "files", "read"]
@@ -35,6 +35,13 @@ _HEAD = 1 << 16
 
 
 def files(path: Path) -> list[Path]:
+    """The metrics.json of the run at ``path``: :func:`_own_files` of ``path``, or of the one
+    output folder below it (:func:`expand`); none for a folder of several."""
+    roots = expand(path)
+    return _own_files(roots[0]) if len(roots) == 1 else []
+
+
+def _own_files(path: Path) -> list[Path]:
     """The metrics.json at ``path`` (the file, or the one in the folder) whose first line is
     an object with an ``iteration``."""
     try:
@@ -50,9 +57,9 @@ def files(path: Path) -> list[Path]:
 def expand(path: Path) -> list[Path]:
     """The output folders at ``path``: itself when it holds a detectron2 metrics.json, else
     those further down (:func:`~..codecs.files.roots_under`)."""
-    if files(path):
+    if _own_files(path):
         return [path]
-    return roots_under(path, lambda folder: bool(files(folder))) if path.is_dir() else []
+    return roots_under(path, lambda folder: bool(_own_files(folder))) if path.is_dir() else []
 
 
 def _is_detectron2(file: Path) -> bool:
@@ -84,7 +91,7 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
     facts = {"global_step": Fact(last[1]["iteration"] + 1,
                                  f"{file.name}: iteration {last[1]['iteration']} (line "
                                  f"{last[0]}) + 1", "logged")}
-    return RawLog(path=path, scalars=_lines.to_raw(rows, names), step_unit="optimizer",
+    return RawLog(path=path, scalars=to_raw(rows, names), step_unit="optimizer",
                   facts=facts, findings=log.findings("detectron2 metrics lines"), files=[file],
                   aliases={name: key for key, name in names.items() if name != key})
 

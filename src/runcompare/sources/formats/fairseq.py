@@ -56,7 +56,11 @@ import polars as pl
 from ...errors import InputError
 from ...model import Fact, Finding, RawLog
 from ..format import Format
-from ..textlog import lines as _lines
+from ..textlog.damage import unparsed_finding
+from ..textlog.logs import logs_at
+from ..textlog.points import number_legs
+from ..textlog.rows import read_rows
+from ..textlog.values import number, timestamp
 
 __all__ = ["FORMAT", "claims", "read"]
 
@@ -87,10 +91,10 @@ def claims(head: str) -> bool:
 def read(path: Path, *, hints: Mapping[str, object] | None = None,
          claims: Callable[[str], bool] = claims) -> RawLog:
     """Every point of the fairseq log(s) at ``path``."""
-    logs = _lines.logs_at(path, claims, missing="no fairseq log found (lines like '2021-03-01 "
+    logs = logs_at(path, claims, missing="no fairseq log found (lines like '2021-03-01 "
                           "12:00:00 | INFO | train_inner | epoch 001:    100 / 1000 loss=9.12, "
                           "..., num_updates=100, ...')")
-    rows, findings = _lines.read_rows(logs, _parse)
+    rows, findings = read_rows(logs, _parse)
     rows = rows.sort("pos")
     pairs, bad = _pairs(rows.filter("stats"))
     steps = pairs.filter(pl.col("key") == "num_updates").group_by("pos").agg(
@@ -104,7 +108,7 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None,
     # legs from the train_inner lines: a validation or epoch summary repeats their last step
     inner = pl.col("stepped") & (pl.col("tag") == "train_inner")
     rows = rows.with_columns(inner=inner)
-    rows = rows.with_columns(_lines.number_legs(rows, launch="launch", stepped="inner",
+    rows = rows.with_columns(number_legs(rows, launch="launch", stepped="inner",
                                                 points="stepped"))
     points = pairs.join(rows.filter("stepped").select("pos", "step", "wall_time", "leg"),
                         on="pos").filter(~pl.col("key").is_in(_AXES))
@@ -113,7 +117,7 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None,
                          "num_updates could be read")
     scalars = points.select(metric="metric", value="value", step="step",
                             wall_time="wall_time", leg=pl.col("leg").cast(pl.Int32))
-    finding = _lines.unparsed_finding(logs[0] if len(logs) == 1 else path,
+    finding = unparsed_finding(logs[0] if len(logs) == 1 else path,
                                       rows.join(bad, on="pos", how="semi").select("line", "text"),
                                       "fairseq stats lines")
     findings += [finding] if finding else []
@@ -136,7 +140,7 @@ def _parse(frame: pl.DataFrame) -> pl.DataFrame:
     out = rows.with_columns(
         tag=pl.coalesce(plain.struct.field("tag"), hydra.struct.field("tag")),
         msg=pl.coalesce(plain.struct.field("msg"), hydra.struct.field("msg")),
-        wall_time=_lines.timestamp(ts))
+        wall_time=timestamp(ts))
     msg = pl.col("msg")
     stats = msg.str.starts_with('{"epoch": ') | msg.str.contains(r"^epoch \d+(?::|\s\|)")
     out = out.filter(msg.is_not_null()).with_columns(
@@ -188,7 +192,7 @@ def _pairs(stats: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         "pos", "tag", "cut", key=pl.col("pair").str.extract(r"^(\S+) ", 1),
         raw=pl.col("pair").str.extract(r"^\S+ (.*)$", 1))
     pairs = pl.concat([json_pairs, inner_pairs, progress, print_pairs])
-    pairs = pairs.with_columns(value=_lines.number(pl.col("raw")))
+    pairs = pairs.with_columns(value=number(pl.col("raw")))
     broken = pairs.filter(pl.col("cut") | pl.col("key").is_null()
                           | (pl.col("value").is_null() & ~pl.col("raw").is_in(["null", '""'])))
     bad = pl.concat([broken.select("pos"),

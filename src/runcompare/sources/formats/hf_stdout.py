@@ -59,10 +59,13 @@ from ...model import RAW_SCHEMA, Fact, Finding, RawLog
 from ..format import Format
 from ..naming import canonical_names
 from ..textlog import layout as _layout
-from ..textlog import lines as _lines
+from ..textlog.damage import unparsed_finding
 from ..textlog.layout import Layout, Piece
-from . import _hf_steps
-from ._hf_dicts import DICT_KEYS, keys_of, read_dicts
+from ..textlog.lines import Parsed, in_order, read_lines
+from ..textlog.logs import logs_at
+from ..textlog.points import number_legs, to_raw
+from . import _hf_stdout_steps
+from ._hf_stdout_dicts import DICT_KEYS, keys_of, read_dicts
 
 __all__ = ["FORMAT", "claims", "read"]
 
@@ -102,12 +105,12 @@ def claims(head: str) -> bool:
 def read(path: Path, *, hints: Mapping[str, object] | None = None,
          claims: Callable[[str], bool] = claims) -> RawLog:
     """Every point of the Trainer stdout at ``path`` (a log file, or a run folder's logs)."""
-    logs = _lines.logs_at(path, claims, missing="no HF Trainer stdout found (a .log/.out/.txt "
+    logs = logs_at(path, claims, missing="no HF Trainer stdout found (a .log/.out/.txt "
                           "file with the Trainer's dicts such as {'loss': ...} or its '***** "
                           "Running training *****' block)")
     events, pairs, values, marks, blanks, args, findings = [], [], [], [], [], [], []
     for index, file in enumerate(logs):
-        lines = _lines.read_lines(file, _parse, layout=_dict_layout, merge=_merge)
+        lines = read_lines(file, _parse, layout=_dict_layout, merge=_merge)
         offset = pl.col("line") + (index << 40)
         events.append(lines.tables["events"].with_columns(pos=offset))
         pairs.append(lines.tables["pairs"].with_columns(pos=offset).drop("line"))
@@ -238,7 +241,7 @@ def _wide(frame: pl.DataFrame) -> pl.DataFrame:
         pl.DataFrame({key: [value] for key, value in values.iter_rows()})], how="horizontal")
 
 
-def _merge(parsed: _lines.Parsed, scanned: list[pl.DataFrame]) -> _lines.Parsed:
+def _merge(parsed: Parsed, scanned: list[pl.DataFrame]) -> Parsed:
     """The scanner's dict rows (a frame per layout) into the events and marks of the other
     lines, in line order; their values stay one column per key (``values``: ``line``, ``off``
     and ``v:<key>`` columns), the other lines' in ``pairs``."""
@@ -254,9 +257,9 @@ def _merge(parsed: _lines.Parsed, scanned: list[pl.DataFrame]) -> _lines.Parsed:
         marks.append(rows.select("line", has_dict=pl.lit(True), n="n", total="total",
                                  pasted=pl.lit(False)))
         values.append(rows.select("line", "off", *keys))
-    return {"events": _lines.in_order(events, "line", "off"), "pairs": parsed["pairs"],
+    return {"events": in_order(events, "line", "off"), "pairs": parsed["pairs"],
             "blank": parsed["blank"], "args": parsed["args"],
-            "values": _lines.in_order(values, "line"), "marks": _lines.in_order(marks, "line")}
+            "values": in_order(values, "line"), "marks": in_order(marks, "line")}
 
 
 def _with_bars(events: pl.DataFrame, marks: pl.DataFrame, blank: np.ndarray) -> pl.DataFrame:
@@ -332,15 +335,15 @@ def _assemble(path: Path, logs: list[Path], events: pl.DataFrame, marks: pl.Data
     events = events.filter(pl.col("ev").ne("dict") | ~pl.col("bad"))
     events = events.with_columns(_legs(events))
     info, labels = _info(events)
-    steps, step_findings = _hf_steps.steps(events, info, hints, logs[0], printed)
+    steps, step_findings = _hf_stdout_steps.steps(events, info, hints, logs[0], printed)
     findings += step_findings
-    findings += _hf_steps.epoch_check(steps, info, logs[0])
+    findings += _hf_stdout_steps.epoch_check(steps, info, logs[0])
     # a dict's own 'step' key is its step, not a metric
     pairs = pairs.filter(pl.col("key") != "step")
     values = values.drop(_VALUE + "step", strict=False)
     names = _names(pairs, values)
     scalars = pl.concat([_points(pairs, steps, names), _value_points(values, steps, names)])
-    finding = _lines.unparsed_finding(logs[0] if len(logs) == 1 else path, bad,
+    finding = unparsed_finding(logs[0] if len(logs) == 1 else path, bad,
                                       "Trainer log dicts")
     findings += [finding] if finding else []
     aliases = {name: key for key, name in names.items()}
@@ -371,7 +374,7 @@ def _value_points(values: pl.DataFrame, steps: pl.DataFrame,
         wall_time=pl.lit(None, pl.Float64))
     if found.get_column("step").null_count():
         frame = frame.filter(pl.col("step").is_not_null())
-    return _lines.to_raw(frame, {key: names[key[len(_VALUE):]] for key in keys})
+    return to_raw(frame, {key: names[key[len(_VALUE):]] for key in keys})
 
 
 def _points(pairs: pl.DataFrame, steps: pl.DataFrame, names: dict[str, str]) -> pl.DataFrame:
@@ -433,7 +436,7 @@ def _legs(events: pl.DataFrame) -> pl.Series:
         launch = zero & (trains > pl.when(zero).then(trains).forward_fill().shift(1).fill_null(0))
     rows = events.select(launch=launch, stepped=pl.lit(False), step=pl.lit(0),
                          dicts=pl.col("ev") == "dict")
-    return _lines.number_legs(rows, launch="launch", stepped="stepped", points="dicts")
+    return number_legs(rows, launch="launch", stepped="stepped", points="dicts")
 
 
 def _info(events: pl.DataFrame) -> tuple[dict[str, Any], dict[str, str]]:

@@ -7,8 +7,8 @@ others -> ``train/x``). Facts: ``train_batch_size`` (the per-process micro-batch
 global batch), ``max_steps``, ``logging_steps``, ``eval_steps``, ``global_step``, the final
 ``num_input_tokens_seen`` and the end-of-training rates from which ``resolve`` may infer the
 global batch. ``training_args.bin`` is a pickle and is never loaded. The native reader of
-:mod:`._hf_json` reads a well-formed state (and its log history into columns) in C; any other
-is read by ``json.loads`` here, with the same results.
+:mod:`._hf_trainer_json` reads a well-formed state (and its log history into columns) in C;
+any other is read by ``json.loads`` here, with the same results.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from ...model import RAW_SCHEMA, Fact, Finding, RawLog, repeated
 from ..codecs.files import LFS_POINTER, files_in, folders_in, lfs_message, roots_under
 from ..format import Format
 from ..naming import canonical
-from . import _hf_json
+from . import _hf_trainer_json
 
 __all__ = ["FORMAT", "expand", "files", "read", "read_files"]
 
@@ -46,7 +46,7 @@ _STATE_FACTS = {"train_batch_size": "per_device_batch", "max_steps": "max_steps"
                 "total_flos": "total_flos"}
 _RATES = ("train_samples_per_second", "train_steps_per_second")
 #: A log history: the entries json.loads gives, or the native reader's columns.
-History = list[Any] | _hf_json.Columns
+History = list[Any] | _hf_trainer_json.Columns
 
 
 def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
@@ -82,7 +82,7 @@ def _other_runs(chosen: Path, history: History,
     """A warning naming the states whose log history is not a beginning of the one read: the
     checkpoints of another run saved into the same folder."""
     others = [file for file, _, other in states
-              if file != chosen and not _hf_json.is_start(other, history)]
+              if file != chosen and not _hf_trainer_json.is_start(other, history)]
     if not others:
         return []
     shown = ", ".join(f.parent.name if f.parent != chosen.parent else f.name for f in others[:3])
@@ -178,7 +178,7 @@ def _load(file: Path) -> tuple[tuple[dict[str, Any], History] | None, Finding | 
     pointer = lfs_message(file, data[:len(LFS_POINTER)])
     if pointer is not None:
         return None, Finding("error", "lfs-pointer", pointer)
-    native = _hf_json.parse(data, "log_history", "step", _RATES)
+    native = _hf_trainer_json.parse(data, "log_history", "step", _RATES)
     if native is not None:
         return native, None
     state, damage = _load_text(file, _text(data))
@@ -262,7 +262,7 @@ def _scalars(history: History) -> tuple[pl.DataFrame, dict[str, str],
     """One row per number of each entry with a whole-number step; the keys are named once
     each (not once per entry), in the order they first appear; also, for a history read
     natively, the metric column's names and codes (``RawLog.tell_codes``)."""
-    if isinstance(history, _hf_json.Columns):
+    if isinstance(history, _hf_trainer_json.Columns):
         names = {key: canonical(key) for key in history.keys}
         metrics = list(names.values())
         metric = pl.Series("metric", metrics, dtype=pl.String).gather(history.key)
@@ -340,8 +340,8 @@ def _facts(state: dict[str, Any], history: History, file: Path) -> dict[str, Fac
 
 def _summary(history: History) -> dict[str, Any] | None:
     """The last entry holding both end-of-training rates as numbers."""
-    if isinstance(history, _hf_json.Columns):
-        return _hf_json.marked(history)
+    if isinstance(history, _hf_trainer_json.Columns):
+        return _hf_trainer_json.marked(history)
     return next((e for e in reversed(history) if isinstance(e, dict) and _RATES[0] in e
                  and all(_is_number(e.get(k)) for k in _RATES)), None)
 

@@ -30,7 +30,10 @@ from ...errors import InputError
 from ...model import Finding, RawLog
 from ..format import Format
 from ..naming import PRINTED, canonical_names
-from ..textlog import lines as _lines
+from ..textlog.damage import unparsed_finding
+from ..textlog.lines import read_lines
+from ..textlog.logs import logs_at
+from ..textlog.points import number_legs, to_raw
 
 __all__ = ["FORMAT", "claims", "read"]
 
@@ -58,19 +61,21 @@ def _is_record(line: str) -> bool:
         value = json.loads(line)
     except ValueError:
         return False
-    # LLaMA-Factory's trainer_log.jsonl (current_steps, total_steps) is a format of its own
+    # formats of their own: LLaMA-Factory's trainer_log.jsonl (current_steps, total_steps), and
+    # W&B history from the API (_step beside _runtime or _timestamp: wandb-export reads it)
     return isinstance(value, dict) and bool(_numbers(value)) \
-        and not {"current_steps", "total_steps"} <= value.keys()
+        and not {"current_steps", "total_steps"} <= value.keys() \
+        and not ("_step" in value and not {"_runtime", "_timestamp"}.isdisjoint(value))
 
 
 def read(path: Path, *, hints: Mapping[str, object] | None = None,
          claims: Callable[[str], bool] = claims) -> RawLog:
     """Every point of the JSON-lines log(s) at ``path``."""
-    logs = _lines.logs_at(path, claims, missing="no JSON-lines metric log found (one object "
+    logs = logs_at(path, claims, missing="no JSON-lines metric log found (one object "
                           "per line, e.g. {\"step\": 10, \"loss\": 2.31})")
     values, bad, findings = [], [], []
     for index, file in enumerate(logs):
-        lines = _lines.read_lines(file, _parse)
+        lines = read_lines(file, _parse)
         where = {"pos": pl.col("line") + (index << 40)}
         values.append(lines.tables["values"].with_columns(**where))
         broken = lines.tables["bad"]
@@ -172,13 +177,13 @@ def _assemble(path: Path, logs: list[Path], values: pl.DataFrame, bad: pl.DataFr
     # a step logged again on the next line (an eval object after the train one) is no restart
     marks = rows.select("step", launch=pl.lit(False),
                         stepped=(pl.col("step") != pl.col("step").shift(1)).fill_null(True))
-    rows = rows.with_columns(_lines.number_legs(marks, launch="launch", stepped="stepped"))
+    rows = rows.with_columns(number_legs(marks, launch="launch", stepped="stepped"))
     names = canonical_names(metrics, PRINTED)
-    scalars = _lines.to_raw(rows, {KEY + k: names[k] for k in metrics})
+    scalars = to_raw(rows, {KEY + k: names[k] for k in metrics})
     bad = pl.concat([bad.select("line", "text"),
                      values.join(no_step.select("pos"), on="pos", how="semi")
                      .select("line", text=pl.lit("(a step that is not a whole number)"))])
-    finding = _lines.unparsed_finding(logs[0] if len(logs) == 1 else path, bad,
+    finding = unparsed_finding(logs[0] if len(logs) == 1 else path, bad,
                                       "JSON-lines records")
     return RawLog(path=path, scalars=scalars, step_unit=unit,
                   findings=findings + ([finding] if finding else []), files=logs,

@@ -25,7 +25,8 @@ from ...model import Finding, RawLog
 from ..codecs.files import files_in
 from ..format import Format
 from ..naming import PRINTED, canonical_names
-from ..textlog import lines as _lines
+from ..textlog.damage import unparsed_finding
+from ..textlog.points import number_legs, to_raw
 
 __all__ = ["FORMAT", "files", "read"]
 
@@ -77,16 +78,16 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
     if rows.is_empty():
         raise InputError(f"{file}: no row with a whole epoch")
     marks = rows.select("step", launch=pl.lit(False), stepped=pl.lit(True))
-    rows = rows.with_columns(_lines.number_legs(marks, launch="launch", stepped="stepped"),
+    rows = rows.with_columns(number_legs(marks, launch="launch", stepped="stepped"),
                              wall_time=pl.lit(None, pl.Float64))
     names = canonical_names(keys, PRINTED)
     findings = [Finding("info", "step-is-epoch",
                         f"{file}: a Keras CSVLogger file, one row an epoch with epoch = the "
                         "0-based epoch index; the step unit is epochs, not optimizer steps "
                         "(compare on --x epoch)")]
-    unparsed = _lines.unparsed_finding(file, bad.select(
+    unparsed = unparsed_finding(file, bad.select(
         "line", text=pl.lit("(an epoch that is not a whole number)")), "CSVLogger rows")
-    return RawLog(path=path, scalars=_lines.to_raw(rows, names), step_unit="epoch",
+    return RawLog(path=path, scalars=to_raw(rows, names), step_unit="epoch",
                   findings=findings + ([unparsed] if unparsed else []), files=[file],
                   aliases={name: key for key, name in names.items() if name != key})
 

@@ -37,7 +37,7 @@ from ..codecs.files import natural
 from ..config import hparams, load_yaml, nested_facts
 from ..format import Format
 from ..naming import LIGHTNING, canonical_names
-from ..textlog import lines as _lines
+from ..textlog.rows import record_lines
 
 __all__ = ["FORMAT", "expand", "files", "hparams_facts", "read", "sniff"]
 
@@ -133,7 +133,7 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
 
 
 def _read_metrics(file: Path) -> tuple[pl.DataFrame, dict[str, str], list[Finding]]:
-    lines, findings = _lines.record_lines(file)
+    lines, findings = record_lines(file)
     header = _header(lines.get_column("text")[0] if lines.height else "")
     lines = lines.filter(pl.col("line") > 1)
     if _STEP not in header:

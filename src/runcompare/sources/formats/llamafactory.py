@@ -33,7 +33,7 @@ from ...model import Fact, RawLog
 from ..codecs.files import files_in, roots_under
 from ..format import Format
 from ..naming import canonical_names
-from ..textlog import lines as _lines
+from ..textlog.points import to_raw
 from ..textlog.records import numbers, read_records, record_rows
 
 __all__ = ["FORMAT", "LOG", "expand", "files", "read"]
@@ -47,6 +47,13 @@ _RENAMES = {"lr": "learning_rate", "total_tokens": "num_input_tokens_seen",
 
 
 def files(path: Path) -> list[Path]:
+    """The trainer_log.jsonl of the run at ``path``: :func:`_own_files` of ``path``, or of the
+    one output folder below it (:func:`expand`); none for a folder of several."""
+    roots = expand(path)
+    return _own_files(roots[0]) if len(roots) == 1 else []
+
+
+def _own_files(path: Path) -> list[Path]:
     """The trainer_log.jsonl at ``path`` (the file, or the one in the folder)."""
     try:
         if path.is_file():
@@ -59,9 +66,9 @@ def files(path: Path) -> list[Path]:
 def expand(path: Path) -> list[Path]:
     """The output folders at ``path``: itself when it holds a trainer_log.jsonl, else those
     further down (``saves/<model>/lora/<run>``; :func:`~..codecs.files.roots_under`)."""
-    if files(path):
+    if _own_files(path):
         return [path]
-    return roots_under(path, lambda folder: bool(files(folder))) if path.is_dir() else []
+    return roots_under(path, lambda folder: bool(_own_files(folder))) if path.is_dir() else []
 
 
 def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
@@ -73,7 +80,7 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
     log = read_records(file)
     records = log.objects
     rows, names = _rows(file, records)
-    scalars = _lines.to_raw(rows, names)
+    scalars = to_raw(rows, names)
     return RawLog(path=path, scalars=scalars, step_unit="optimizer", facts=_facts(file, records),
                   findings=log.findings("LLaMA-Factory log lines"), files=[file],
                   aliases={name: key for key, name in names.items() if name != key})

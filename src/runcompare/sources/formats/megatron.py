@@ -47,9 +47,13 @@ from ...model import Fact, Finding, RawLog
 from ..config import hparams
 from ..format import Format
 from ..textlog import layout as _layout
-from ..textlog import lines as _lines
+from ..textlog.damage import unparsed_finding
 from ..textlog.fields import KEY, delimited_fields
 from ..textlog.layout import Layout, Piece
+from ..textlog.lines import into, read_lines
+from ..textlog.logs import logs_at
+from ..textlog.points import number_legs, to_raw
+from ..textlog.values import timestamp
 
 __all__ = ["FORMAT", "claims", "read"]
 
@@ -81,12 +85,12 @@ def claims(head: str) -> bool:
 def read(path: Path, *, hints: Mapping[str, object] | None = None,
          claims: Callable[[str], bool] = claims) -> RawLog:
     """Every point of every Megatron log at ``path`` (a file, or a folder's logs in name order)."""
-    logs = _lines.logs_at(path, claims, missing="no Megatron-LM log found (a file with lines "
+    logs = logs_at(path, claims, missing="no Megatron-LM log found (a file with lines "
                           "like ' iteration 100/ 500000 | consumed samples: ... | lm loss: ...')")
     trains, others, findings = [], [], []
     for index, file in enumerate(logs):
-        lines = _lines.read_lines(file, _parse, layout=_train_layout,
-                                   merge=_lines.into("train"))
+        lines = read_lines(file, _parse, layout=_train_layout,
+                                   merge=into("train"))
         where = {"pos": pl.col("line") + (index << 40), "name": pl.lit(file.name)}
         trains.append(lines.tables["train"].with_columns(**where))
         others.append(lines.tables["other"].with_columns(**where))
@@ -200,7 +204,7 @@ def _stamp(head: pl.Series) -> pl.Series:
     fast = stamp.dt.epoch("us").cast(pl.Float64) / 1e6
     if fast.null_count() and frame.select(pl.col("head").str.contains("[", literal=True)
                                           .any()).item():
-        fast = frame.select(_lines.timestamp(pl.col("head"))).to_series()
+        fast = frame.select(timestamp(pl.col("head"))).to_series()
     return fast.alias("head")
 
 
@@ -220,13 +224,13 @@ def _assemble(path: Path, logs: list[Path], train: pl.DataFrame, other: pl.DataF
                          "' iteration N/ M | ... | lm loss: X |')")
     names = {column: _train_name(column[len(KEY):]) for column in train.columns
              if column.startswith(KEY)}
-    scalars = _lines.to_raw(train, names)
+    scalars = to_raw(train, names)
     valid, bad_valid = _validation(other, train)
     scalars = pl.concat([scalars, valid])
     aliases = {m: c[len(KEY):] for c, m in names.items() if m != c[len(KEY):]}
     aliases.update({"eval/loss": "validation lm loss value", "eval/ppl": "validation lm loss PPL"})
     bad = pl.concat([bad, bad_valid]).sort("pos")
-    finding = _lines.unparsed_finding(logs[0] if len(logs) == 1 else path, bad,
+    finding = unparsed_finding(logs[0] if len(logs) == 1 else path, bad,
                                       "Megatron-LM log lines")
     findings += [finding] if finding else []
     config = _arguments(other)
@@ -250,7 +254,7 @@ def _legs(train: pl.DataFrame, other: pl.DataFrame) -> pl.DataFrame:
         rows = rows.set_sorted("pos").merge_sorted(
             banners.select("pos", step=pl.lit(None, pl.Int64), launch=pl.lit(True),
                            stepped=pl.lit(False)).set_sorted("pos"), key="pos")
-    legs = rows.select(_lines.number_legs(rows, launch="launch", stepped="stepped"),
+    legs = rows.select(number_legs(rows, launch="launch", stepped="stepped"),
                        "stepped").filter("stepped")
     return train.with_columns(legs.get_column("leg"))
 

@@ -36,7 +36,7 @@ from ...model import RAW_SCHEMA, Finding, RawLog
 from ..config import hparams, load_yaml, nested_facts
 from ..format import Format
 from ..naming import LIGHTNING, PRINTED, TRAINER, canonical_names
-from ..textlog import lines as _lines
+from ..textlog.rows import record_lines
 from ._mlflow_sqlite import (
     METRIC_SCHEMA,
     RunRecord,
@@ -286,7 +286,7 @@ def _read_metric_files(folder: Path) -> tuple[pl.DataFrame, list[Finding]]:
     for file in sorted(f for f in folder.rglob("*") if f.is_file()) if folder.is_dir() else []:
         if file.stat().st_size == 0:  # a metric created with no point yet
             continue
-        lines, damage = _lines.record_lines(file)
+        lines, damage = record_lines(file)
         findings += damage
         key = file.relative_to(folder).as_posix()
         frames.append(lines.with_columns(key=pl.lit(key), file=pl.lit(str(file))))

@@ -38,8 +38,12 @@ from ...model import Fact, RawLog
 from ..config import hparams
 from ..format import Format
 from ..textlog import layout as _layout
-from ..textlog import lines as _lines
+from ..textlog.damage import unparsed_finding
 from ..textlog.layout import Layout, Piece
+from ..textlog.logs import logs_at
+from ..textlog.points import number_legs, to_raw
+from ..textlog.rows import read_rows
+from ..textlog.values import number
 
 __all__ = ["FORMAT", "claims", "read"]
 
@@ -77,11 +81,11 @@ def claims(head: str) -> bool:
 def read(path: Path, *, hints: Mapping[str, object] | None = None,
          claims: Callable[[str], bool] = claims) -> RawLog:
     """Every point of the nanoGPT log(s) at ``path``."""
-    logs = _lines.logs_at(path, claims, missing="no nanoGPT log found (lines like 'iter 100: "
+    logs = logs_at(path, claims, missing="no nanoGPT log found (lines like 'iter 100: "
                           "loss 4.2134, time 120.00ms, mfu 30.00%')")
-    rows, findings = _lines.read_rows(logs, _parse, layout=_iter_layout)
+    rows, findings = read_rows(logs, _parse, layout=_iter_layout)
     rows = rows.sort("pos")
-    rows = rows.with_columns(_lines.number_legs(rows, launch="launch", stepped="is_iter"))
+    rows = rows.with_columns(number_legs(rows, launch="launch", stepped="is_iter"))
     points = rows.filter(pl.col("step").is_not_null())
     if points.is_empty():
         raise InputError(f"{path}: no nanoGPT 'iter N: loss ...' or 'step N: ...' line could "
@@ -89,9 +93,9 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None,
     points = points.with_columns(step=pl.col("step") + pl.col("is_iter").cast(pl.Int64),
                                  wall_time=pl.lit(None, pl.Float64),
                                  mfu=pl.when(pl.col("mfu") > -100).then("mfu"))
-    scalars = _lines.to_raw(points, _NAMES)
+    scalars = to_raw(points, _NAMES)
     bad = rows.filter(pl.col("bad")).select("line", "text")
-    finding = _lines.unparsed_finding(logs[0], bad, "nanoGPT iter/step lines")
+    finding = unparsed_finding(logs[0], bad, "nanoGPT iter/step lines")
     return RawLog(path=path, scalars=scalars, step_unit="optimizer",
                   facts=_facts(rows, logs), findings=findings + ([finding] if finding else []),
                   files=logs, aliases=_ALIASES, hparams=_hparams(rows, logs))
@@ -112,9 +116,9 @@ def _parse(frame: pl.DataFrame) -> pl.DataFrame:
                                                                                 strict=False)
     out = rows.with_columns(
         is_iter=is_iter, launch=launch, step=step,
-        loss=_lines.number(it.struct.field("loss")), time=_lines.number(it.struct.field("time")),
-        mfu=_lines.number(it.struct.field("mfu")), train=_lines.number(ev.struct.field("train")),
-        val=_lines.number(ev.struct.field("val")),
+        loss=number(it.struct.field("loss")), time=number(it.struct.field("time")),
+        mfu=number(it.struct.field("mfu")), train=number(ev.struct.field("train")),
+        val=number(ev.struct.field("val")),
         config=text.str.extract_groups(_CONFIG), tokens=text.str.extract(_TOKENS, 1))
     failed = (is_iter & pl.col("loss").is_null()) | (is_eval & pl.col("val").is_null())
     return out.with_columns(bad=failed | ((is_iter | is_eval) & step.is_null())).with_columns(

@@ -59,7 +59,7 @@ from ...model import RAW_SCHEMA, Fact, Finding, RawLog
 from ..codecs.files import natural, read_file
 from ..config import hparams
 from ..format import Format
-from ._tfevents import EventFile, decode
+from ._tensorboard_events import EventFile, decode
 
 __all__ = ["FORMAT", "expand", "files", "read"]
 

@@ -34,11 +34,15 @@ from typing import Any
 
 import polars as pl
 
-from ...errors import InputError
+from ...errors import InputError, UsageError
 from ...model import Fact, Finding, RawLog
 from ..format import Format
 from ..naming import PRINTED, canonical_names
-from ..textlog import lines as _lines
+from ..textlog.damage import unparsed_finding
+from ..textlog.logs import logs_at
+from ..textlog.points import number_legs
+from ..textlog.rows import read_rows
+from ..textlog.values import clean_text, number, split_cr, timestamp
 
 __all__ = ["FORMAT", "claims", "read"]
 
@@ -71,19 +75,19 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None,
     missing = ("no text log found (lines of key=value pairs with a step, e.g. 'step=100 "
                "loss=2.31'; pass --pattern REGEX for other formats)")
     if pattern:
-        groups = _lines.compile_pattern(str(pattern))
-        logs = _lines.logs_at(path, lambda head: True, missing=missing)
+        groups = _compile_pattern(str(pattern))
+        logs = logs_at(path, lambda head: True, missing=missing)
         parse = _pattern_parser(str(pattern), groups)
     else:
-        logs = _lines.logs_at(path, claims, missing=missing)
+        logs = logs_at(path, claims, missing=missing)
         parse = _parse
-    rows, findings = _lines.read_rows(logs, parse)
+    rows, findings = read_rows(logs, parse)
     return _assemble(path, logs, rows, findings, pattern)
 
 
 def _parse(frame: pl.DataFrame) -> pl.DataFrame:
     """Per chunk: the step and pairs of each line that has any, and the tqdm bars around them."""
-    seg = _lines.split_cr(frame).with_row_index("i")
+    seg = split_cr(frame).with_row_index("i")
     text = pl.col("text")
     has_pair = text.str.contains("=", literal=True) | text.str.contains(": ", literal=True)
     is_bar = text.str.contains("it/s", literal=True) | text.str.contains("s/it", literal=True)
@@ -92,7 +96,7 @@ def _parse(frame: pl.DataFrame) -> pl.DataFrame:
         | (pl.col("i") >= pl.len() - 2)
     seg = seg.filter(pl.col("has_pair") | (pl.col("is_bar") & near.fill_null(True)))
     seg = seg.with_columns(text=pl.when(text.str.contains("\x1b", literal=True))
-                           .then(_lines.clean_text(text)).otherwise(text))
+                           .then(clean_text(text)).otherwise(text))
     seed = text.str.extract_groups(_SEED)
     bar = text.str.extract_groups(_BAR)
     after_bar = pl.when("is_bar").then(text.str.replace(_BAR_END, "")).otherwise(text)
@@ -103,20 +107,20 @@ def _parse(frame: pl.DataFrame) -> pl.DataFrame:
         pairs=pl.when("has_pair").then(after_bar.str.extract_all(_PAIR)),
         n=pl.when("is_bar").then(bar.struct.field("1").cast(pl.Int64, strict=False)),
         total=pl.when("is_bar").then(bar.struct.field("2").cast(pl.Int64, strict=False)),
-        wall_time=pl.when("has_pair").then(_lines.timestamp(text)))
+        wall_time=pl.when("has_pair").then(timestamp(text)))
 
 
 def _pattern_parser(pattern: str, groups: list[str]):
     def parse(frame: pl.DataFrame) -> pl.DataFrame:
-        seg = _lines.split_cr(frame)
+        seg = split_cr(frame)
         found = seg.with_columns(m=pl.col("text").str.extract_groups(pattern)).unnest("m")
         step = pl.coalesce(*(pl.col(g) for g in ("step", "iter") if g in groups))
         found = found.filter(step.is_not_null())
-        wall = (pl.coalesce(_lines.number(pl.col("wall_time")),
-                            _lines.timestamp(pl.col("wall_time")))
+        wall = (pl.coalesce(number(pl.col("wall_time")),
+                            timestamp(pl.col("wall_time")))
                 if "wall_time" in groups else pl.lit(None, pl.Float64))
         return found.select("line", "text", seed_step=step.cast(pl.Int64, strict=False),
-                            wall_time=wall, **{g: _lines.number(pl.col(g)) for g in groups
+                            wall_time=wall, **{g: number(pl.col(g)) for g in groups
                                                if g not in ("step", "iter", "wall_time")})
     return parse
 
@@ -144,7 +148,7 @@ def _assemble(path: Path, logs: list[Path], rows: pl.DataFrame, findings: list[F
                                 "group to read the step"))
     long = _with_legs(long, findings, path)
     scalars = long.select("metric", "value", "step", "wall_time", pl.col("leg").cast(pl.Int32))
-    finding = _lines.unparsed_finding(logs[0], bad, "log lines with a step")
+    finding = unparsed_finding(logs[0], bad, "log lines with a step")
     findings += [finding] if finding else []
     facts, more = _bar_facts(long, bars, logs[0])
     aliases = dict(long.select("metric", "key").unique("metric").iter_rows())
@@ -159,7 +163,7 @@ def _pair_points(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
                         pair=pl.col("pairs")).explode("pair").filter(pl.col("pair").is_not_null())
     pairs = pairs.with_columns(
         key=pl.col("pair").str.extract(r"([A-Za-z_][\w./-]*)\s*(?:=|:)", 1),
-        value=_lines.number(pl.col("pair").str.extract(r"(?:=|:\s)\s*(.*)$", 1)))
+        value=number(pl.col("pair").str.extract(r"(?:=|:\s)\s*(.*)$", 1)))
     is_step = pl.col("key").str.to_lowercase().is_in(list(STEP_KEYS))
     line_step = pairs.filter(is_step).group_by("pos", "i").agg(
         line_step=pl.col("value").first())
@@ -199,7 +203,7 @@ def _with_legs(long: pl.DataFrame, findings: list[Finding], path: Path) -> pl.Da
         "pos", "i", own=pl.col("step"))
     lines = lines.with_columns(step=pl.col("own").forward_fill(), stepped=pl.col("own")
                                .is_not_null(), launch=pl.lit(False))
-    lines = lines.with_columns(_lines.number_legs(lines, launch="launch", stepped="stepped"))
+    lines = lines.with_columns(number_legs(lines, launch="launch", stepped="stepped"))
     carried = lines.filter(pl.col("own").is_null() & pl.col("step").is_not_null()).height
     dropped = lines.filter(pl.col("step").is_null()).height
     if carried:
@@ -255,3 +259,20 @@ FORMAT = Format(
     "plain-text logs of key=value or key: value pairs with a step (step=100 loss=2.31), or any "
     "lines with --pattern REGEX",
     read=read, claims=claims, printed=True)
+
+
+def _compile_pattern(pattern: str) -> list[str]:
+    """The named groups of a user's ``--pattern`` regex; :class:`UsageError` when polars'
+    (Rust) regex engine rejects it or it has no ``step`` or ``iter`` group.
+    """
+    try:
+        pl.select(pl.lit("").str.extract_groups(pattern))
+    except pl.exceptions.PolarsError as exc:
+        raise UsageError(f"--pattern {pattern!r} is not a valid regular expression ({exc}); "
+                         "runcompare uses Rust regex syntax: no look-around or "
+                         "backreferences") from exc
+    names = re.findall(r"\(\?P?<([A-Za-z_]\w*)>", pattern)
+    if not {"step", "iter"} & set(names):
+        raise UsageError(f"--pattern {pattern!r} needs a named group (?P<step>...) or "
+                         "(?P<iter>...) holding the step; other named groups become metrics")
+    return names

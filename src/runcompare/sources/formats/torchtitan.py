@@ -30,7 +30,11 @@ import polars as pl
 from ...errors import InputError
 from ...model import Fact, RawLog
 from ..format import Format
-from ..textlog import lines as _lines
+from ..textlog.damage import unparsed_finding
+from ..textlog.logs import logs_at
+from ..textlog.points import number_legs
+from ..textlog.rows import read_rows
+from ..textlog.values import clean_text, number, timestamp
 
 __all__ = ["FORMAT", "claims", "read"]
 
@@ -59,11 +63,11 @@ def claims(head: str) -> bool:
 def read(path: Path, *, hints: Mapping[str, object] | None = None,
          claims: Callable[[str], bool] = claims) -> RawLog:
     """Every point of the torchtitan log(s) at ``path``."""
-    logs = _lines.logs_at(path, claims, missing="no torchtitan log found (lines like '[titan] "
+    logs = logs_at(path, claims, missing="no torchtitan log found (lines like '[titan] "
                           "2025-01-01 12:00:00,000 - root - INFO - step: 10  loss: 9.6123 ...')")
-    rows, findings = _lines.read_rows(logs, _parse)
+    rows, findings = read_rows(logs, _parse)
     rows = rows.sort("pos")
-    rows = rows.with_columns(_lines.number_legs(rows, launch="launch", stepped="is_train"))
+    rows = rows.with_columns(number_legs(rows, launch="launch", stepped="is_train"))
     pairs = (rows.filter(pl.col("step").is_not_null())
              .select("pos", "step", "wall_time", "leg", "is_train",
                      pair=pl.col("message").str.extract_all(_PAIR)).explode("pair"))
@@ -74,7 +78,7 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None,
         raise InputError(f"{path}: no torchtitan 'step: N  loss: X' line could be read")
     scalars, bad = _points(pairs)
     bad = pl.concat([bad, rows.filter("overflow").select("pos")])
-    findings += [f for f in [_lines.unparsed_finding(logs[0], rows.join(bad, on="pos", how="semi")
+    findings += [f for f in [unparsed_finding(logs[0], rows.join(bad, on="pos", how="semi")
                                                      .select("line", "text"), "torchtitan steps")]
                  if f]
     aliases = {m: k for k, m in _NAMES.items() if k != "wps"}
@@ -87,13 +91,13 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None,
 def _parse(frame: pl.DataFrame) -> pl.DataFrame:
     text = pl.col("text")
     rows = frame.filter(text.str.contains("[titan]", literal=True)).with_columns(
-        text=_lines.clean_text(text))
+        text=clean_text(text))
     message = text.str.extract(r" - [A-Z]+ - (.*)$", 1)
     digits = message.str.extract(r"^(?:validate )?step:\s*(\d+)", 1)
     step = digits.cast(pl.Int64, strict=False)  # past 64 bits: no step, and the line is bad
     starts = {name: message.str.extract(pattern, 1).cast(pl.Int64, strict=False)
               for name, pattern in _STARTS.items()}
-    out = rows.with_columns(message=message, step=step, wall_time=_lines.timestamp(text),
+    out = rows.with_columns(message=message, step=step, wall_time=timestamp(text),
                             is_train=message.str.starts_with("step:"),
                             overflow=digits.is_not_null() & step.is_null(), **starts)
     out = out.with_columns(launch=pl.col("start").is_not_null())
@@ -106,7 +110,7 @@ def _points(pairs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     memory_pct = pl.col("raw").str.extract(r"\(([\d.]+)%\)", 1).cast(pl.Float64, strict=False)
     raw = pl.when(pl.col("key") == "memory").then(pl.col("raw").str.extract(r"^([\d.]+)", 1)) \
         .otherwise("raw")
-    pairs = pairs.with_columns(value=_lines.number(raw), pct=memory_pct)
+    pairs = pairs.with_columns(value=number(raw), pct=memory_pct)
     name = pl.col("key").replace_strict(_NAMES, default=pl.lit("train/") + pl.col("key")
                                         .str.replace_all(" ", "_"), return_dtype=pl.String)
     name = pl.when(pl.col("is_train")).then(name).otherwise(

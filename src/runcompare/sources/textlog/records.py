@@ -17,7 +17,8 @@ import polars as pl
 
 from ...errors import InputError
 from ...model import Finding
-from . import lines as _lines
+from .damage import unparsed_finding
+from .points import number_legs
 
 __all__ = ["Records", "read_records", "record_rows"]
 
@@ -42,7 +43,7 @@ class Records:
                                f"{self.file}: line {self.cut} is cut off (the file ends inside "
                                "a JSON object, as when a run is killed while writing); "
                                "dropped it"))
-        unparsed = _lines.unparsed_finding(self.file, pl.DataFrame(
+        unparsed = unparsed_finding(self.file, pl.DataFrame(
             self.bad, schema={"line": pl.Int64, "text": pl.String}, orient="row"), what)
         return out + ([unparsed] if unparsed else [])
 
@@ -109,5 +110,5 @@ def record_rows(kept: list[tuple[int, int, dict[str, float]]]
                                 **dict.fromkeys(keys, pl.Float64)}, orient="row")
     marks = rows.select("step", launch=pl.lit(False),
                         stepped=(pl.col("step") != pl.col("step").shift(1)).fill_null(True))
-    return rows.with_columns(_lines.number_legs(marks, launch="launch", stepped="stepped"),
+    return rows.with_columns(number_legs(marks, launch="launch", stepped="stepped"),
                              wall_time=pl.lit(None, pl.Float64)), keys

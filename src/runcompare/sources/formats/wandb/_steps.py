@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ...errors import InputError
-from ...model import RAW_SCHEMA, Finding
-from ._wandb_run import Leg
+from ....errors import InputError
+from ....model import RAW_SCHEMA, Finding
+from ._leg import Leg
 
 __all__ = ["LOG_STEP", "history_scalars"]
 

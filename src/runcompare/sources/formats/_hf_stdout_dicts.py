@@ -15,7 +15,7 @@ import re
 import numpy as np
 import polars as pl
 
-from ..textlog import lines as _lines
+from ..textlog.values import number
 
 __all__ = ["DICT_KEYS", "keys_of", "read_dicts"]
 
@@ -42,13 +42,13 @@ def _pairs(dicts: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 
 def _numbers(printed: pl.Series) -> pl.Series:
-    """:func:`_lines.number` of each printed value, by a plain cast where that reads it (a
+    """:func:`number` of each printed value, by a plain cast where that reads it (a
     quoted or bare float: nearly all), the full rules only for the rest."""
     value = printed.str.strip_chars(" '\"").cast(pl.Float64, strict=False)
     missed = value.is_null() & printed.is_not_null()
     if missed.any():
         where = missed.arg_true()
-        value = value.scatter(where, pl.select(_lines.number(pl.lit(printed.gather(where))))
+        value = value.scatter(where, pl.select(number(pl.lit(printed.gather(where))))
                               .to_series())
     return value
 

@@ -1,7 +1,7 @@
 """W&B run folders (wandb/run-<date>-<id>/, wandb/offline-run-<date>-<id>/), read offline.
 
 The ``.wandb`` file is decoded natively (no wandb package, no network): LevelDB-log framing in
-``leveldb_log``, protobuf fields in ``wandb_proto``, history in bulk in ``wandb_history``.
+``codecs.leveldb``, protobuf fields in ``_proto``, history in bulk in ``_history``.
 A run resumed into the same id writes one folder per leg; :func:`read` numbers them in time
 order and keeps every point of every leg (``legs.resolve_legs`` drops the orphaned ones).
 
@@ -20,14 +20,14 @@ from typing import Any
 
 import polars as pl
 
-from ...errors import InputError
-from ...facts import facts_from_config, finite_number
-from ...model import Fact, Finding, RawLog
-from ..codecs.files import folders_in
-from ..config import hparams, nested_facts
-from ..format import Format
-from ._wandb_run import RUN_DIR, SIDE_FILES, Leg, decode_leg, wandb_file
-from ._wandb_steps import LOG_STEP, history_scalars
+from ....errors import InputError
+from ....facts import facts_from_config, finite_number
+from ....model import Fact, Finding, RawLog
+from ...codecs.files import folders_in
+from ...config import hparams, nested_facts
+from ...format import Format
+from ._leg import RUN_DIR, SIDE_FILES, Leg, decode_leg, wandb_file
+from ._steps import LOG_STEP, history_scalars
 
 __all__ = ["FORMAT", "expand", "files", "output_lines", "read", "run_folders", "sniff"]
 

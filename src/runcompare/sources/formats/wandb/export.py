@@ -33,14 +33,14 @@ from pathlib import Path
 
 import polars as pl
 
-from ...errors import InputError
-from ...model import Finding, RawLog
-from ..codecs.files import files_in
-from ..format import Format
-from ..textlog import lines as _lines
-from ._wandb_history import with_values
-from ._wandb_run import Leg
-from ._wandb_steps import LOG_STEP, history_scalars
+from ....errors import InputError
+from ....model import Finding, RawLog
+from ...codecs.files import files_in
+from ...format import Format
+from ...textlog.damage import cut_finding, without_cut_row
+from ._history import with_values
+from ._leg import Leg
+from ._steps import LOG_STEP, history_scalars
 
 __all__ = ["FORMAT", "expand", "files", "read", "virtual"]
 
@@ -202,7 +202,7 @@ def _table(file: Path, findings: list[Finding]) -> pl.DataFrame:
         raise InputError(f"{file}: cannot be read ({exc.strerror})") from exc
     frame, cut = _parsed(file, stat.st_size, stat.st_mtime_ns)
     if cut is not None:
-        findings.append(_lines.cut_finding(file, *cut))
+        findings.append(cut_finding(file, *cut))
     return frame
 
 
@@ -214,7 +214,7 @@ def _parsed(file: Path, size: int, mtime_ns: int) -> tuple[pl.DataFrame, tuple[i
     cut = None
     try:
         if suffix == ".csv":
-            data, tail = _lines.without_cut_row(file.read_bytes())
+            data, tail = without_cut_row(file.read_bytes())
             if tail:
                 cut = (data.count(b"\n") + 1, tail.decode("utf-8", "replace"))
             frame = pl.read_csv(data, infer_schema=False, encoding="utf8-lossy")

@@ -19,13 +19,13 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ...errors import InputError
-from ...model import Finding
-from ..codecs.files import read_file
-from ..codecs.leveldb import HeaderError, read_records
-from ..codecs.protowire import ProtoError
-from ._wandb_history import HISTORY_SCHEMA, decode_history, record_types
-from ._wandb_proto import (
+from ....errors import InputError
+from ....model import Finding
+from ...codecs.files import read_file
+from ...codecs.leveldb import HeaderError, read_records
+from ...codecs.protowire import ProtoError
+from ._history import HISTORY_SCHEMA, decode_history, record_types
+from ._proto import (
     KINDS,
     decode_environment,
     decode_exit,

@@ -13,7 +13,7 @@ import math
 import struct
 from typing import Any
 
-from ..codecs.protowire import ProtoError, fields, skip_field, varint_at
+from ...codecs.protowire import ProtoError, fields, skip_field, varint_at
 
 __all__ = [
     "KINDS",

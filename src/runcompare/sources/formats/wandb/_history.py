@@ -13,7 +13,7 @@ views into the file's bytes, built from 8-byte words read in the same stretches 
 be ASCII need no UTF-8 check; equal keys share one view target, which makes later comparisons
 cheap), and polars parses the numbers (``NaN``, ``Infinity`` included). A record of any other
 shape (several ``nested_key`` parts, typed values, damage) falls back to
-:func:`wandb_proto.history_items`, which is also the reference the tests compare against.
+:func:`._proto.history_items`, which is also the reference the tests compare against.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from typing import TypeVar
 import numpy as np
 import polars as pl
 
-from ..codecs.files import Buffer
-from ..codecs.protowire import ProtoError, varint
-from ..codecs.strings import CHUNK, string_columns
-from ._wandb_proto import ONEOF, history_items
+from ...codecs.files import Buffer
+from ...codecs.protowire import ProtoError, varint
+from ...codecs.strings import CHUNK, string_columns
+from ._proto import ONEOF, history_items
 
 __all__ = ["HISTORY_SCHEMA", "decode_history", "record_types", "with_values"]
 
@@ -119,7 +119,7 @@ def record_types(buf: np.ndarray, starts: np.ndarray,
                  ends: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The ``record_type`` field number of each Record ``buf[starts[i]:ends[i]]`` and its
     body's span; -1 where the walk found no type among the first fields or hit bad bytes
-    (:func:`wandb_proto.record_kind` decides those), 0 for a record without a type.
+    (:func:`._proto.record_kind` decides those), 0 for a record without a type.
 
     Records of the usual shape (``num=1``, then the type as a one-byte tag) are typed in a
     few array operations (:func:`_usual_types`); the others walk up to six fields. Many
