@@ -1,4 +1,4 @@
-"""The batch calculator against DESIGN.md's golden numbers."""
+"""The batch calculator against the golden numbers of the batch hierarchy (docs/architecture.md)."""
 
 from __future__ import annotations
 

@@ -229,8 +229,8 @@ WHOLE = ["hf_resumed", "hf_seeds", "hf_ddp", "tensorboard/torch_purge", "tensorb
 @pytest.mark.parametrize("name", WHOLE)
 def test_a_whole_run_from_the_cache_is_the_run_built(name, monkeypatch):
     first = rc.load_many([DATA / name], settings=["seq_len=64"])
-    module = __import__("runcompare.load", fromlist=["_build"])
-    monkeypatch.setattr(module, "_build", lambda *a, **k: pytest.fail("built again"))
+    module = importlib.import_module("runcompare.load.build")
+    monkeypatch.setattr(module, "build_run", lambda *a, **k: pytest.fail("built again"))
     again = rc.load_many([DATA / name], settings=["seq_len=64"])
     assert len(again) == len(first) > 0
     for a, b in zip(first, again):
@@ -243,9 +243,10 @@ def test_a_whole_run_is_built_again_when_its_settings_files_or_sidecar_change(tm
                                                                               monkeypatch):
     run = tmp_path / "sweep" / "run"
     shutil.copytree(DATA / "hf_seeds" / "lr1e-3_seed1", run)
-    module = __import__("runcompare.load", fromlist=["_build"])
-    real, builds = module._build, []
-    monkeypatch.setattr(module, "_build", lambda *a, **k: (builds.append(1), real(*a, **k))[1])
+    module = importlib.import_module("runcompare.load.build")
+    real, builds = module.build_run, []
+    monkeypatch.setattr(module, "build_run",
+                        lambda *a, **k: (builds.append(1), real(*a, **k))[1])
     assert rc.load(run).batch.seq_len.value is None and len(builds) == 1
     rc.load(run)
     assert len(builds) == 1  # whole from the cache
@@ -282,7 +283,7 @@ def test_parsed_sources_are_kept_beside_the_built_run_only_for_large_runs(tmp_pa
     rc.load(run)
     assert [p.name for p in cache_dir().iterdir()] == ["built"] and len(_packs()) == 1
     shutil.rmtree(cache_dir())
-    monkeypatch.setattr(importlib.import_module("runcompare.load"), "SOURCES_FROM", 1)
+    monkeypatch.setattr(importlib.import_module("runcompare.load.build"), "SOURCES_FROM", 1)
     first = rc.load(run)
     kinds = sorted(p.name.split("-")[0] for p in cache_dir().iterdir())
     assert kinds.count("built") == 1 and len(kinds) > 1  # the run, and its parsed sources
@@ -299,14 +300,14 @@ def _packs() -> list[Path]:
 @pytest.fixture
 def counted_builds(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The names of the runs built (not taken whole from the cache) from here on."""
-    module = importlib.import_module("runcompare.load")
-    real, builds = module._build, []
+    module = importlib.import_module("runcompare.load.build")
+    real, builds = module.build_run, []
 
     def build(path, name, *args, **kwargs):
         builds.append(path.name)
         return real(path, name, *args, **kwargs)
 
-    monkeypatch.setattr(module, "_build", build)
+    monkeypatch.setattr(module, "build_run", build)
     return builds
 
 

@@ -236,7 +236,7 @@ def test_running_out_of_memory_is_one_clear_line(cli, monkeypatch):
 
     def exhausted(*_, **__):
         raise MemoryError
-    monkeypatch.setattr(importlib.import_module("runcompare.load"), "load_many", exhausted)
+    monkeypatch.setattr(importlib.import_module("runcompare.load"), "read_runs", exhausted)
     result = cli("inspect", SAMPLES / "attn")
     assert result.exit_code == 1
     assert result.stderr == ("error: ran out of memory; read fewer runs at once, or fewer "

@@ -9,7 +9,7 @@ import pytest
 
 import runcompare as rc
 from runcompare.analysis import compare
-from runcompare.analysis.select import choose
+from runcompare.analysis.compare import choose
 
 from .conftest import DATA
 

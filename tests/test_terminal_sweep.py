@@ -114,10 +114,11 @@ def test_a_sweeps_diagnostics_have_a_row_per_run_and_a_column_per_metric(sweep):
 
 
 def _inspected(runs, width: int) -> str:
+    from runcompare.analysis.differs import differences
     from runcompare.report.terminal import print_runs
 
     console = Console(width=width, record=True, highlight=False, markup=False)
-    print_runs(runs, console)
+    print_runs(runs, differences(runs), console)
     return console.export_text()
 
 

@@ -25,7 +25,7 @@ Per-run findings (``damaged-input``, ``duplicates-dropped``, ``accum-overshoot``
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import polars as pl
 
@@ -96,11 +96,13 @@ def _axis_question(runs: Sequence[Run], x: str) -> list[Finding]:
                     "on this hardware (--x picks one)")]
 
 
-def _known(runs: Sequence[Run], get: Callable[[Run], object]) -> dict[str, object]:
-    return {run.name: get(run) for run in runs if get(run) is not None}
+def _known(runs: Sequence[Run], get: Callable[[Run], float | None]) -> dict[str, float]:
+    """Each run's value that ``get`` finds, by run name (runs without one left out)."""
+    found = {run.name: get(run) for run in runs}
+    return {name: value for name, value in found.items() if value is not None}
 
 
-def _listing(values: dict[str, object]) -> str:
+def _listing(values: Mapping[str, float]) -> str:
     """Runs and their values for a message.
 
     >>> _listing({"a": 16, "b": 25600.0, "c": 0.5})
@@ -155,11 +157,12 @@ def _world_size(runs: Sequence[Run], x: str) -> list[Finding]:
 
 def _learning_rate(runs: Sequence[Run], x: str) -> list[Finding]:
     batches = _known(runs, lambda r: r.batch.global_batch.value)
-    rates = {run.name: run.facts["learning_rate"].value for run in runs
-             if "learning_rate" in run.facts and run.name in batches}
+    rates = {name: rate for name, rate in _known(
+        runs, lambda r: r.facts["learning_rate"].value if "learning_rate" in r.facts
+        else None).items() if name in batches}
     if len(set(batches.values())) < 2 or len(rates) < 2 or len(set(rates.values())) > 1:
         return []
-    base_run = min(batches, key=batches.get)  # type: ignore[arg-type]
+    base_run = min(batches, key=lambda name: batches[name])
     base_batch, lr = batches[base_run], rates[base_run]
     rules = "; ".join(
         f"{name}: linear rule {lr * batch / base_batch:.3g}, square-root rule "

@@ -101,7 +101,7 @@ def flops_at(at: np.ndarray, xs: np.ndarray, counts: np.ndarray) -> np.ndarray:
         return np.full(at.shape, np.nan)
     if xs[0] > 0:
         xs, counts = np.concatenate([[0.0], xs]), np.concatenate([[0.0], counts])
-    out = np.interp(at, xs, counts)
+    out: np.ndarray = np.interp(at, xs, counts)
     out[~(at <= xs[-1])] = np.nan  # past the last count, or no position at all
     return out
 
@@ -173,7 +173,8 @@ def _among(codes: np.ndarray, chosen: list[int], size: int) -> np.ndarray:
     fifth of ``np.isin``'s time, which also imports numpy.ma for an empty list)."""
     table = np.zeros(size, bool)
     table[chosen] = True
-    return table[codes]
+    chosen_codes: np.ndarray = table[codes]
+    return chosen_codes
 
 
 def _by_metric_then_step(codes: np.ndarray, steps: np.ndarray, size: int) -> np.ndarray:
@@ -207,9 +208,11 @@ class _Column:
     def series(self, dtype: PolarsDataType, size: int) -> pl.Series:
         if self.values is None:
             return repeated(None, size, dtype)
-        out = pl.Series(values=self.values).cast(dtype)
-        return out if self.valid is None or self.valid.all() else out.set(
-            pl.Series(values=~self.valid), None)  # type: ignore[arg-type]
+        out: pl.Series = pl.Series(values=self.values).cast(dtype)
+        if self.valid is None or self.valid.all():
+            return out
+        masked: pl.Series = out.set(pl.Series(values=~self.valid), None)
+        return masked
 
 
 def _first(*columns: _Column | None) -> _Column:

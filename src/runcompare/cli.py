@@ -12,11 +12,13 @@ stdout; notes about what was done (a report written, an axis chosen) go to stder
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import os
 import sys
 from collections.abc import Callable, Iterator
+from inspect import Parameter, signature
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
@@ -25,6 +27,7 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from .display import did_you_mean, terminal_text
 from .errors import RuncompareError
+from .options import ReadOptions
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -157,29 +160,52 @@ def _note(text: str, quiet: bool) -> None:
         typer.echo(terminal_text(f"note: {text}"), err=True)
 
 
-def _load(paths: list[Path], source: str | None, settings: list[str] | None,
-          duplicates: str, no_cache: bool, config: Path | None,
-          pattern: str | None, quiet: bool = False, scheduler: str | None = None) -> list[Run]:
-    """The runs the shared reading options describe, with a progress bar on a terminal."""
-    from .load import load_many
+#: The reading options a command that reads runs takes (:func:`reading`): parameter name,
+#: its option, its default.
+_READ_OPTIONS: dict[str, tuple[Any, Any]] = {
+    "settings": (Settings, None), "source": (SourceOpt, None),
+    "duplicates": (Duplicates, "keep-last"), "no_cache": (NoCache, False),
+    "config": (ConfigOpt, None), "pattern": (PatternOpt, None),
+    "scheduler": (SchedulerOpt, None)}
 
-    return _read_with(load_many, paths, source, settings, duplicates, no_cache, config,
-                      pattern, quiet, scheduler)
+
+def reading(*names: str) -> Callable[[F], F]:
+    """``@reading(...)`` gives a command the reading options ``names`` (of
+    :data:`_READ_OPTIONS`; none named: all but ``--scheduler``) as command-line options after
+    its own, and passes them to it as one :class:`~runcompare.options.ReadOptions`, its
+    ``read`` parameter (workers: one per core for a large sweep, as a command reads)."""
+    chosen = names or tuple(n for n in _READ_OPTIONS if n != "scheduler")
+
+    def decorate(function: F) -> F:
+        declared = signature(function, eval_str=True)
+
+        @functools.wraps(function)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            given = {name: kwargs.pop(name) for name in chosen}
+            kwargs["read"] = ReadOptions(
+                source=given.get("source"), settings=given.get("settings") or (),
+                duplicates=given.get("duplicates", "keep-last"),
+                cache=not given.get("no_cache", False), config=given.get("config"),
+                pattern=given.get("pattern"), workers=None, scheduler=given.get("scheduler"))
+            return function(*args, **kwargs)
+
+        own = [p for p in declared.parameters.values() if p.name != "read"]
+        added = [Parameter(name, Parameter.POSITIONAL_OR_KEYWORD, default=_READ_OPTIONS[name][1],
+                           annotation=_READ_OPTIONS[name][0]) for name in chosen]
+        wrapper.__signature__ = declared.replace(  # type: ignore[attr-defined]
+            parameters=[*own, *added])
+        wrapper.__annotations__ = {p.name: p.annotation for p in [*own, *added]}
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
 
 
-def _read_with(read: Callable[..., list[T]], paths: list[Path], source: str | None,
-               settings: list[str] | None, duplicates: str, no_cache: bool,
-               config: Path | None, pattern: str | None, quiet: bool,
-               scheduler: str | None) -> list[T]:
-    """What ``read(paths, **options)`` gives (:func:`runcompare.load.load_many`, or
-    :func:`~runcompare.load.load_parts`) for the shared reading options, with a progress
-    bar on a terminal."""
+def _read(paths: list[Path], read: ReadOptions, quiet: bool = False) -> list[Run]:
+    """The runs ``read`` describes, with a progress bar on a terminal (not ``-q``)."""
+    from .load import read_runs
+
     with _reading(quiet) as progress:
-        options: dict[str, Any] = {
-            "source": source, "settings": settings or (), "duplicates": duplicates,
-            "cache": not no_cache, "progress": progress, "config": config, "pattern": pattern,
-            "workers": None, "scheduler": scheduler}
-        return read(paths, **options)
+        return read_runs(paths, dataclasses.replace(read, progress=progress))
 
 
 @contextlib.contextmanager
@@ -243,6 +269,7 @@ def _errors(command: F) -> F:
 
 
 @command()
+@reading(*_READ_OPTIONS)
 def compare(
     runs: Runs,
     x: Annotated[str | None, typer.Option(
@@ -258,7 +285,6 @@ def compare(
     top: Annotated[int | None, typer.Option(
         "--top", metavar="N", help="Compare the best N runs by the verdict's metric at the "
         "common budget (plus those --runs names).")] = None,
-    settings: Settings = None,
     smooth: Annotated[str | None, typer.Option(
         "--smooth", metavar="SPEC", help="tb:WEIGHT (TensorBoard's EMA), a half-life in axis "
         "units such as 50M, or a share of the range such as 5%.")] = None,
@@ -278,23 +304,18 @@ def compare(
     png: Annotated[bool, typer.Option(
         "--png", help="Also draw each chart as PNG beside the report (needs kaleido).")] = False,
     svg: Annotated[bool, typer.Option("--svg", help="Also draw each chart as SVG.")] = False,
-    source: SourceOpt = None,
-    duplicates: Duplicates = "keep-last",
-    no_cache: NoCache = False,
-    config: ConfigOpt = None,
-    pattern: PatternOpt = None,
     quiet: Quiet = False,
     verbose: Verbose = False,
-    scheduler: SchedulerOpt = None,
+    *,
+    read: ReadOptions,
 ) -> None:
     """Compare runs (the default command: runcompare RUN... is runcompare compare RUN...): the
     verdict first, then batch hierarchy, summary, totals, findings; and the HTML report."""
+    from .analysis.compare import choose
     from .analysis.groups import parse_groups
-    from .analysis.select import choose
     from .report import default_report_path, print_comparison, write_figures, write_report
 
-    loaded = _load(runs, source, settings, duplicates, no_cache, config, pattern, quiet,
-                   scheduler)
+    loaded = _read(runs, read, quiet)
     comparison = choose(loaded, patterns=runs_like or (), top=top, x=x, metrics=metric or None,
                         smooth=smooth, target=target,
                         groups=False if no_groups else parse_groups(group or (), loaded) or None)
@@ -329,24 +350,21 @@ def _details(runs: list[Run]) -> None:
 
 
 @command()
+@reading()
 def inspect(
     run: Annotated[Path, typer.Argument(readable=False, metavar="RUN",
                                         help="A run folder or log file.",
                                         show_default=False)],
-    settings: Settings = None,
     as_json: JsonOpt = False,
-    source: SourceOpt = None,
-    duplicates: Duplicates = "keep-last",
-    no_cache: NoCache = False,
-    config: ConfigOpt = None,
-    pattern: PatternOpt = None,
     quiet: Quiet = False,
     verbose: Verbose = False,
+    *,
+    read: ReadOptions,
 ) -> None:
     """What was found in a run (each run, for a folder of several; past four runs, an
     overview with a row per run, or each in full with -v): sources, batch hierarchy with the
     source of every number, metrics, findings."""
-    loaded = _load([run], source, settings, duplicates, no_cache, config, pattern, quiet)
+    loaded = _read([run], read, quiet)
     if as_json:
         objects = [r.to_json() for r in loaded]
         typer.echo(json.dumps(objects[0] if len(objects) == 1 else objects, indent=2))
@@ -354,6 +372,7 @@ def inspect(
         for one in loaded:
             typer.echo(terminal_text(str(one)))
     else:
+        from .analysis.differs import differences
         from .report import print_run, print_runs
 
         if verbose:
@@ -361,7 +380,7 @@ def inspect(
                 print_run(one, _console())
             _details(loaded)
         else:
-            print_runs(loaded, _console())
+            print_runs(loaded, differences(loaded), _console())
 
 
 @command()
@@ -412,6 +431,7 @@ def batch(
 
 
 @command()
+@reading(*_READ_OPTIONS)
 def export(
     runs: Runs,
     output: Annotated[Path, typer.Option(
@@ -426,28 +446,22 @@ def export(
         "step, flops or device_hours (written as device-seconds).")] = None,
     force: Annotated[bool, typer.Option(
         "--force", help="Replace an earlier export at the output path.")] = False,
-    settings: Settings = None,
-    source: SourceOpt = None,
-    duplicates: Duplicates = "keep-last",
-    no_cache: NoCache = False,
-    config: ConfigOpt = None,
-    pattern: PatternOpt = None,
     quiet: Quiet = False,
     verbose: Verbose = False,
-    scheduler: SchedulerOpt = None,
+    *,
+    read: ReadOptions,
 ) -> None:
     """Write every point of the runs as a parquet dataset, CSV, JSON lines or TensorBoard events."""
     from .export import TB_STEP_UNITS, export_parts, parts_written_there
     from .export import export as export_runs
     from .load import load_parts
 
-    if scheduler is not None and parts_written_there(output, fmt):  # each worker writes its runs
-        done = export_parts(lambda parts: _read_with(
-            functools.partial(load_parts, parts=parts), runs, source, settings, duplicates,
-            no_cache, config, pattern, quiet, scheduler), output, force=force)
+    if read.scheduler is not None and parts_written_there(output, fmt):  # each worker writes
+        with _reading(quiet) as progress:
+            done = export_parts(lambda parts: load_parts(
+                runs, parts, dataclasses.replace(read, progress=progress)), output, force=force)
     else:
-        loaded = _load(runs, source, settings, duplicates, no_cache, config, pattern, quiet,
-                       scheduler)
+        loaded = _read(runs, read, quiet)
         done = export_runs(loaded, output, format=fmt, x=x, force=force)
     unit = f"; each step is {TB_STEP_UNITS[x]}" if x in TB_STEP_UNITS else ""
     if not quiet:
@@ -479,6 +493,7 @@ HtmlOpt = Annotated[Path | None, typer.Option(
 
 
 @command()
+@reading()
 def critical_batch(
     runs: Annotated[list[Path], typer.Argument(readable=False, metavar="RUN...",
                                                help="Runs of one model at "
@@ -499,18 +514,14 @@ def critical_batch(
         "2%), tb:WEIGHT, or tb:0 for the raw points.")] = None,
     html_path: HtmlOpt = None,
     as_json: JsonOpt = False,
-    settings: Settings = None,
-    source: SourceOpt = None,
-    duplicates: Duplicates = "keep-last",
-    no_cache: NoCache = False,
-    config: ConfigOpt = None,
-    pattern: PatternOpt = None,
+    *,
+    read: ReadOptions,
 ) -> None:
     """Critical batch size: steps and samples to a target per run, S_min, E_min, B_crit."""
     from .analysis.critical_batch import critical_batch as fit
     from .report.batchsci import critical_batch_section, print_critical_batch, write_page
 
-    loaded = _load(runs, source, settings, duplicates, no_cache, config, pattern)
+    loaded = _read(runs, read)
     result = fit(loaded, metric=metric, target=target, targets=targets or None, smooth=smooth)
     if html_path is not None:
         write_page(html_path, title="Critical batch", sections=[critical_batch_section(result)],
@@ -522,6 +533,7 @@ def critical_batch(
 
 
 @command()
+@reading()
 def noise_scale(
     run_a: Annotated[Path, typer.Argument(readable=False, metavar="RUN_A",
                                           help="A run at one global batch.")],
@@ -532,18 +544,14 @@ def noise_scale(
         help="Common axis: tokens or samples (default: tokens if both have it).")] = None,
     html_path: HtmlOpt = None,
     as_json: JsonOpt = False,
-    settings: Settings = None,
-    source: SourceOpt = None,
-    duplicates: Duplicates = "keep-last",
-    no_cache: NoCache = False,
-    config: ConfigOpt = None,
-    pattern: PatternOpt = None,
+    *,
+    read: ReadOptions,
 ) -> None:
     """Simple gradient noise scale from the grad norms of two runs at different batches."""
     from .analysis.noise_scale import noise_scale as estimate
     from .report.batchsci import figure_section, noise_scale_figure, print_noise_scale, write_page
 
-    loaded = _load([run_a, run_b], source, settings, duplicates, no_cache, config, pattern)
+    loaded = _read([run_a, run_b], read)
     result = estimate(*loaded, x=x)
     if html_path is not None:
         write_page(html_path, title="Gradient noise scale", runs=loaded, sections=[
@@ -556,24 +564,21 @@ def noise_scale(
 
 
 @command()
+@reading()
 def goodput(
     runs: Runs,
     budget: Annotated[str | None, typer.Option(
         "--budget", metavar="TOKENS", help="Token budget for an ETA, e.g. 100B.")] = None,
     html_path: HtmlOpt = None,
     as_json: JsonOpt = False,
-    settings: Settings = None,
-    source: SourceOpt = None,
-    duplicates: Duplicates = "keep-last",
-    no_cache: NoCache = False,
-    config: ConfigOpt = None,
-    pattern: PatternOpt = None,
+    *,
+    read: ReadOptions,
 ) -> None:
     """Where the wall-clock went: training, evaluation, checkpointing, restarts, unexplained."""
     from .analysis.goodput import goodput as measure
     from .report.batchsci import goodput_section, print_goodput, write_page
 
-    loaded = _load(runs, source, settings, duplicates, no_cache, config, pattern)
+    loaded = _read(runs, read)
     results = [measure(run, budget=budget) for run in loaded]
     if html_path is not None:
         write_page(html_path, title="Goodput", runs=loaded,
@@ -587,6 +592,7 @@ def goodput(
 
 
 @command()
+@reading("settings", "source")
 def plan(
     global_batch: Annotated[int, typer.Option("--global-batch", metavar="N",
                                               help="Target global batch.")],
@@ -611,15 +617,15 @@ def plan(
         "--from", metavar="RUN",
         help="A run whose measured per-device rate and goodput are used.")] = None,
     as_json: JsonOpt = False,
-    settings: Settings = None,
-    source: SourceOpt = None,
+    *,
+    read: ReadOptions,
 ) -> None:
     """Ways to reach a global batch on a cluster (accumulation, more devices, bigger
     micro-batch), each with micro-steps, tokens and projected wall-clock."""
     from .analysis.plan import plan as layouts
     from .report.batchsci import print_layouts
 
-    run = _load([from_run], source, settings, "keep-last", False, None, None)[0] \
+    run = _read([from_run], read)[0] \
         if from_run is not None else None
     result = layouts(global_batch=global_batch, devices=devices, micro_batch=micro_batch,
                      seq_len=seq_len, max_steps=max_steps, budget=budget,

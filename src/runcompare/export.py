@@ -1,6 +1,6 @@
 """Write runs' points for other tools: a parquet dataset, CSV, JSON lines or TensorBoard events.
 
-Every format but TensorBoard holds exactly DESIGN.md's columns (:data:`SCALAR_SCHEMA`), every
+Every format but TensorBoard holds exactly docs/architecture.md's columns (:data:`SCALAR_SCHEMA`), every
 axis included, with their types; nulls stay nulls.
 
 - ``parquet``: a hive-partitioned dataset, ``<out>/run=<name>/part-0.parquet``, one folder per
@@ -194,7 +194,8 @@ def _axis(fmt: str, x: str | None) -> str | None:
 
 
 def _frames(runs: Sequence[Run], *, fmt: str, x: str | None) -> list[tuple[str, pl.DataFrame]]:
-    """Each run's name and points in exactly the DESIGN columns, after checking names and axis."""
+    """Each run's name and points in exactly the columns of
+    :data:`~runcompare.model.SCALAR_SCHEMA`, after checking names and axis."""
     names = [run.name for run in runs]
     _check_names(names, fmt)
     columns = [pl.col(name).cast(dtype) for name, dtype in SCALAR_SCHEMA.items()]
@@ -328,10 +329,10 @@ def _write_parquet(frames: list[tuple[str, pl.DataFrame]], out: Path) -> list[Pa
 
 
 def write_part(scalars: pl.DataFrame, name: str, file: str | Path) -> None:
-    """One run's points as a partition file of a parquet export: DESIGN's columns, ``name``
-    in the run column, runcompare's key in the file's metadata. ``file`` may be a URL (a
-    worker writing into a bucket)."""
-    from . import __version__
+    """One run's points as a partition file of a parquet export: the columns of
+    :data:`~runcompare.model.SCALAR_SCHEMA`, ``name`` in the run column, runcompare's key in
+    the file's metadata. ``file`` may be a URL (a worker writing into a bucket)."""
+    from ._version import __version__
 
     columns = [pl.col(column).cast(dtype) for column, dtype in SCALAR_SCHEMA.items()]
     frame = scalars.select(columns).with_columns(run=pl.lit(name, pl.String))
@@ -425,7 +426,8 @@ def _write_jsonl(frames: list[tuple[str, pl.DataFrame]], out: Path) -> list[Path
 
 
 def _json_line() -> pl.Expr:
-    """Each row as one JSON object, keys in DESIGN order, built column-wise in polars."""
+    """Each row as one JSON object, keys in the order of
+    :data:`~runcompare.model.SCALAR_SCHEMA`, built column-wise in polars."""
     pieces: list[pl.Expr | str] = []
     for i, name in enumerate(SCALAR_SCHEMA):
         pieces += [pl.lit(("{" if i == 0 else ",") + f'"{name}":'), _json_value(name)]

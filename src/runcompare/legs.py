@@ -15,12 +15,9 @@ import polars as pl
 
 from .errors import UsageError
 from .model import Finding
+from .options import DUPLICATE_POLICIES
 
-__all__ = ["DUPLICATE_POLICIES", "leg_numbers", "resolve_legs"]
-
-#: keep-last: the later leg wins (what the run's final state reflects); keep-first: the
-#: earlier leg's points stand and a later leg only adds steps beyond them; all: nothing dropped.
-DUPLICATE_POLICIES = ("keep-last", "keep-first", "all")
+__all__ = ["leg_numbers", "resolve_legs"]
 
 
 def leg_numbers(legs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -82,7 +82,7 @@ def _schemas() -> dict[str, dict[str, PolarsDataType]]:
             "wall_time": pl.Float64,
             "leg": pl.Int32,
         },
-        #: Columns of ``Run.scalars`` (DESIGN.md's data model), in order.
+        #: Columns of ``Run.scalars`` (docs/architecture.md's data model), in order.
         "SCALAR_SCHEMA": {
             "run": pl.String,
             "metric": pl.String,
@@ -364,7 +364,7 @@ class Run:
             self.__dict__["_slices"] = known
         return known[1]
 
-    def memo(self, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
+    def memo(self, key: tuple[Any, ...], make: Callable[[], T]) -> T:
         """``make()``, worked out once per ``key`` for the points frame the run holds (what
         the summary and the verdict both read off a run: the local fit of a metric)."""
         known: tuple[pl.DataFrame, dict[tuple[Any, ...], Any]] | None = \
@@ -374,7 +374,8 @@ class Run:
             self.__dict__["_memo"] = known
         if key not in known[1]:
             known[1][key] = make()
-        return known[1][key]
+        made: T = known[1][key]
+        return made
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled without the memos of :meth:`_points_by_metric` and :meth:`memo` (they hold
@@ -403,7 +404,7 @@ class Run:
         return None if value is None else int(value)  # type: ignore[arg-type]
 
     def to_json(self) -> dict[str, Any]:
-        """The object ``runcompare inspect --json`` prints (DESIGN.md's contract)."""
+        """The object ``runcompare inspect --json`` prints (docs/architecture.md's contracts)."""
         return {
             "name": self.name, "path": self.origin or str(self.path), "format": self.format,
             "sources": self.sources, "step_unit": self.step_unit, "batch": self.batch.to_json(),

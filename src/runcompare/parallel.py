@@ -163,16 +163,18 @@ def _on_cluster(func: Callable[[T], R], tasks: Sequence[T], scheduler: str,
         raise InputError("--scheduler needs Dask's distributed scheduler; install the dask "
                          "extra: pip install 'runcompare[dask]'") from exc
     try:
-        client = Client(scheduler, timeout="5s", set_as_default=False)
+        client = Client(scheduler, timeout="5s",  # type: ignore[no-untyped-call]
+                        set_as_default=False)  # (distributed's API is not typed)
     except (OSError, TimeoutError, ValueError) as exc:
         raise InputError(f"--scheduler {scheduler}: no Dask scheduler answers there ({exc}); "
                          "start one (`dask scheduler`) or leave out --scheduler") from exc
     with client:
         futures = client.map(func, list(tasks), pure=False)
         if progress is not None:
-            for done, _ in enumerate(as_completed(futures), 1):
+            for done, _ in enumerate(as_completed(futures), 1):  # type: ignore[no-untyped-call]
                 progress(done)
-        return client.gather(futures)
+        gathered: list[R] = client.gather(futures)  # type: ignore[no-untyped-call]
+        return gathered
 
 
 def _context() -> Any:

@@ -80,7 +80,8 @@ def _filesystem(url: str) -> tuple[Any, str]:
     except ImportError as exc:
         raise InputError(f"{url}: reading remote paths needs fsspec; {_HINT}") from exc
     try:
-        return fsspec.core.url_to_fs(url)
+        found: tuple[Any, str] = fsspec.core.url_to_fs(url)
+        return found
     except (ImportError, ValueError) as exc:  # the protocol's package is missing
         raise InputError(f"{url}: {exc}; {_HINT} (and the package for this protocol)") from exc
 
@@ -337,4 +338,6 @@ def tails(url: str, names: list[str], size: int) -> list[bytes]:
     with _translated(url):
         found = fs.find(base, detail=True) if paths else {}
         sizes = [found[path]["size"] for path in paths]
-        return fs.cat_ranges(paths, [max(0, total - size) for total in sizes], sizes)
+        tails: list[bytes] = fs.cat_ranges(paths, [max(0, total - size) for total in sizes],
+                                           sizes)
+        return tails

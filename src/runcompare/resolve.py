@@ -16,8 +16,8 @@ from typing import Any
 
 from .display import did_you_mean
 from .errors import InputError, UsageError
+from .facts import FACT_FIELDS, facts_from_config
 from .model import FACT_KINDS, UNKNOWN, BatchConfig, Fact, Finding
-from .sources.config import FACT_FIELDS, facts_from_config
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -151,16 +151,16 @@ def resolve_batch(facts: Mapping[str, Fact[Any]],
     get = facts.get
     micro, accum, world = (get(k, UNKNOWN) for k in ("per_device_batch", "grad_accum",
                                                       "world_size"))
-    parallel = {k: get(k, UNKNOWN) for k in ("tensor_parallel", "pipeline_parallel",
-                                              "context_parallel")}
+    parallel: dict[str, Any] = {k: get(k, UNKNOWN) for k in (
+        "tensor_parallel", "pipeline_parallel", "context_parallel")}
     config = BatchConfig(per_device_batch=micro, grad_accum=accum, world_size=world, **parallel)
     model_parallel = config.model_parallel
     stated = get("global_batch") or infer_global_batch(facts)
     hint = world if world.kind == "hint" and world.value is not None else None
     if hint is not None and stated is not None:
         world = UNKNOWN  # a hint (GPUs on the machine) never overrides a stated global batch
-    product = _product(micro.value, accum.value,
-                       None if world.value is None else world.value // model_parallel)
+    data_parallel = None if world.value is None else world.value // model_parallel
+    product = _product(micro.value, accum.value, data_parallel)
     if product is not None:
         derived = Fact(product, "derived: per_device_batch × grad_accum × data_parallel",
                        "inferred")
@@ -172,13 +172,13 @@ def resolve_batch(facts: Mapping[str, Fact[Any]],
                 f"the global batch {product} rests on a world size of {hint.value} that is only "
                 f"a hint ({hint.source}); pass --set world_size=N (or global_batch=N) if the "
                 "run used another number of devices", run))
-        if stated is not None and stated.value != product:
+        if stated is not None and stated.value is not None and stated.value != product:
             code = "accum-overshoot" if product > stated.value else "batch-mismatch"
             findings.append(Finding(
                 "warning", code,
                 f"global batch {stated.value} ({stated.source}) differs from per_device_batch "
                 f"{micro.value} × grad_accum {accum.value} × data_parallel "
-                f"{world.value // model_parallel} = {product}; using {product}", run))
+                f"{data_parallel} = {product}; using {product}", run))
         global_batch = derived
     else:
         global_batch = stated or UNKNOWN
@@ -296,7 +296,7 @@ def read_sidecar(folder: Path) -> dict[str | None, dict[str, Fact[Any]]]:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: not valid TOML ({exc}); fix the file or remove it") from exc
     tables = data.pop("runs", {})
-    out = {None: _sidecar_facts(data, path)}
+    out: dict[str | None, dict[str, Fact[Any]]] = {None: _sidecar_facts(data, path)}
     for run, table in tables.items():
         if not isinstance(table, dict):
             raise InputError(f"{path}: [runs] must hold tables such as [runs.{run}]")

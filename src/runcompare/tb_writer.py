@@ -143,7 +143,8 @@ def written_here(path: Path) -> bool:
         event = Event.FromString(record)
     except DecodeError:
         return False
-    return event.file_version.startswith("brain.Event:") and event.source_metadata.writer == WRITER
+    return bool(event.file_version.startswith("brain.Event:")
+                and event.source_metadata.writer == WRITER)
 
 
 def _header(wall_time: float) -> Event:

@@ -19,8 +19,9 @@ from .summary import metric_series
 
 __all__ = ["aggregate", "align", "series"]
 
-ALIGNED_SCHEMA = {"metric": pl.String, "x": pl.Float64, "run": pl.String, "value": pl.Float64,
-                  "smoothed": pl.Float64, "n": pl.UInt32}
+ALIGNED_SCHEMA = pl.Schema({
+    "metric": pl.String, "x": pl.Float64, "run": pl.String, "value": pl.Float64,
+    "smoothed": pl.Float64, "n": pl.UInt32})
 
 
 def series(run: Run, metric: str, x: str, smoothing: Smoothing | None = None) -> pl.DataFrame:
@@ -71,7 +72,7 @@ def _align_metric(runs: Sequence[Run], x: str, metric: str, smoothing: Smoothing
 
 def _interp(grid: np.ndarray, xs: np.ndarray, ys: np.ndarray, inside: np.ndarray) -> np.ndarray:
     """Linear interpolation; NaN outside the run's range (and where a neighbour is non-finite)."""
-    values = np.interp(grid, xs, ys.astype(float))
+    values: np.ndarray = np.interp(grid, xs, ys.astype(float))
     values[~inside] = np.nan
     return values
 

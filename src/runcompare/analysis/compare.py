@@ -14,16 +14,18 @@ import polars as pl
 
 from ..audit import audit, axis_fallback, propose_axis
 from ..display import did_you_mean, fmt
-from ..errors import InputError, UnknownMetricError
+from ..errors import InputError, UnknownMetricError, UsageError
 from ..model import Finding, Findings, Run, require_axes
 from .align import aggregate, align
+from .critical_batch import CriticalBatch, batch_only_fit
 from .differs import Differences, differences
 from .groups import auto_groups
 from .kinds import QUALITY, TOTAL, metric_kind, metric_kinds
-from .select import expand_metrics, is_glob
+from .select import expand_metrics, is_glob, listed, select_runs
 from .smooth import Smoothing, parse_smoothing, smoothing_scale
 from .summary import (
     check_metrics,
+    drawn_points,
     higher_is_better,
     main_metric,
     shared_metrics,
@@ -36,7 +38,7 @@ from .verdict import Verdict, decide
 if TYPE_CHECKING:
     import plotly.graph_objects as go
 
-__all__ = ["Comparison", "compare", "rank"]
+__all__ = ["Comparison", "choose", "compare", "rank"]
 
 _JSON_SUMMARY = ("run", "metric", "kind", "final", "best", "at_common_budget", "target",
                  "x_to_target", "speedup", "elapsed_to_target", "elapsed_speedup", "curve")
@@ -85,6 +87,30 @@ class Comparison:
         return align(self.runs, x=self.x, metrics=self.metrics, smoothing=self.curve)
 
     @cached_property
+    def drawing(self) -> Smoothing:
+        """The smoothing of the drawn curves: the comparison's (``curve``, else
+        ``smoothing``), else an x-aware EMA with a half-life of 2% of the x range."""
+        if self.curve is not None:
+            return self.curve
+        if self.smoothing is not None:
+            return self.smoothing
+        xs = pl.concat([r.scalars.get_column(self.x).cast(pl.Float64) for r in self.runs])
+        span = float(xs.max() or 0.0) - float(xs.min() or 0.0)
+        return Smoothing("x", 0.0, _DEFAULT_HALF_LIFE).resolved(float(span) if span else 1.0)
+
+    def drawn(self, run: Run, metric: str) -> pl.DataFrame:
+        """``run``'s points of ``metric`` as the report and the figures draw them: those whose
+        x is known, in x order, with ``smoothed``, the curve of :attr:`drawing`
+        (:func:`~.summary.drawn_points`); empty when the run never logged it."""
+        return drawn_points(run, metric, self.x, self.drawing)
+
+    @cached_property
+    def critical_batch(self) -> CriticalBatch | None:
+        """The critical-batch fit of the runs when they differ in the global batch and in
+        nothing else (:func:`~.critical_batch.batch_only_fit`); None otherwise."""
+        return batch_only_fit(self.runs)
+
+    @cached_property
     def bands(self) -> pl.DataFrame:
         """The seed groups' mean, std, min and max per x (:func:`~.align.aggregate`); without
         groups, none (and no curves aligned for them)."""
@@ -131,7 +157,7 @@ class Comparison:
         return write_report(self, Path(path))
 
     def to_json(self, *, report: str | None = None) -> dict[str, Any]:
-        """The object ``runcompare RUN... --json`` prints (DESIGN.md's contract); ``report``
+        """The object ``runcompare RUN... --json`` prints (docs/architecture.md's contracts); ``report``
         is the path of the HTML report written beside it."""
         return {"x": self.x, "runs": [run.to_json() for run in self.runs],
                 "summary": self.summary.select(_JSON_SUMMARY).to_dicts(),
@@ -324,4 +350,44 @@ def _x_range(runs: Sequence[Run], x: str) -> float:
     values = [(s.min(), s.max()) for s in spans if s.null_count() < len(s)]
     if not values:
         return 0.0
-    return float(max(hi for _, hi in values) - min(lo for lo, _ in values))  # type: ignore[operator]
+    return float(max(hi for _, hi in values) - min(lo for lo, _ in values))
+
+
+def choose(runs: Sequence[Run], *, patterns: Sequence[str] = (), top: int | None = None,
+           **options: Any) -> Comparison:
+    """The :class:`Comparison` of the runs ``patterns`` and ``top`` choose; ``options`` go to
+    :func:`compare`. ``patterns`` keep the runs whose name one finds
+    (:func:`~.select.select_runs`); with ``top`` the runs are ranked by the verdict of all of
+    them (its metric at its common budget, :attr:`~.verdict.Verdict.run_values`) and the best
+    ``top`` are compared, plus every run a pattern names: the baseline a sweep is held
+    against. Which runs were left out is an info finding, never silent."""
+    if top is None:
+        return compare(select_runs(runs, patterns) if patterns else runs, **options)
+    if top < 1:
+        raise UsageError(f"--top {top}: give a number of runs ≥ 1")
+    named = select_runs(runs, patterns) if patterns else []
+    verdict = rank(runs, **options)  # the verdict alone: a sweep's curves are not aligned
+    if not verdict.run_values:
+        raise UsageError("--top needs a verdict to rank the runs by, and there is none "
+                         f"({verdict}); pick runs with --runs instead")
+    best = list(verdict.run_values)[:top]
+    keep = set(best) | {run.name for run in named}
+    chosen = [run for run in runs if run.name in keep]
+    comparison = compare(chosen, **options)
+    if len(chosen) == len(runs):
+        return comparison
+    comparison.finding_list.append(_left_out(runs, best, named, verdict, top))
+    return comparison
+
+
+def _left_out(runs: Sequence[Run], best: list[str], named: Sequence[Run], verdict: Verdict,
+              top: int) -> Finding:
+    extra = [run.name for run in named if run.name not in best]
+    out = [run.name for run in runs if run.name not in best and run.name not in extra]
+    plus = f", plus {listed(extra)} named by --runs" if extra else ""
+    unranked = len(runs) - len(verdict.run_values)
+    why = f" ({unranked} had no value at the budget)" if unranked else ""
+    return Finding("info", "top-runs",
+                   f"--top {top}: the best {len(best)} of {len(runs)} runs by {verdict.metric} "
+                   f"at {verdict.axis} {fmt(verdict.budget)} ({listed(best)}){plus}; "
+                   f"{len(out)} left out{why}: {listed(out)}")

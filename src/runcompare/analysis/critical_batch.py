@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ..errors import InputError, MissingInfoError
+from ..errors import InputError, MissingInfoError, RuncompareError
 from ..model import Finding, Run
 from .crossing import at_position, crossing
 from .fit import fit_width, local_fit
@@ -111,7 +111,7 @@ class CriticalBatch:
         return self.s_min * (1 + self.b_crit / batches), self.e_min * (1 + batches / self.b_crit)
 
     def to_json(self) -> dict[str, Any]:
-        """The object ``runcompare critical-batch --json`` prints (DESIGN.md's contract)."""
+        """The object ``runcompare critical-batch --json`` prints (docs/architecture.md's contracts)."""
         return {"metric": self.metric, "target": self.target,
                 "runs": [r.to_json() for r in self.runs], "s_min": self.s_min,
                 "e_min": self.e_min, "b_crit": self.b_crit,
@@ -312,3 +312,19 @@ def _ramps(runs: Sequence[Run]) -> list[Finding]:
     return [Finding("warning", "batch-ramp",
                     f"{', '.join(ramped)} change the global batch during training; the model "
                     "assumes a constant batch per run (the largest is used)")]
+
+
+def batch_only_fit(runs: Sequence[Run]) -> CriticalBatch | None:
+    """The critical-batch fit of ``runs`` when they differ in the global batch and, as far as
+    their facts show, in nothing else, and a B_crit was fitted (what the compare report
+    shows); None otherwise."""
+    batches = {run.batch.global_batch.value for run in runs}
+    if len(runs) < 2 or None in batches or len(batches) < 2:
+        return None
+    try:
+        result = critical_batch(runs)
+    except RuncompareError:
+        return None
+    if result.b_crit is None or any(f.code == "not-batch-only" for f in result.findings):
+        return None
+    return result

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..facts import CONFIG_KEYS, comparable
 from ..model import Fact, Run
-from ..sources.config import CONFIG_KEYS, comparable
 
 __all__ = ["BATCH_KEYS", "IDENTITY_KEYS", "Difference", "Differences", "differences"]
 

@@ -100,9 +100,9 @@ def noise_scale(a: Run, b: Run, *, x: str | None = None) -> NoiseScale:
                          f"{_batch(a)}; the noise scale needs two different batches")
     frames = [series(run, GRAD_NORM, axis).filter(pl.col("value").is_finite())
               for run in (small, big)]
-    low = max(float(f.get_column("x").cast(pl.Float64).min() or 0.0)  # type: ignore[arg-type]
+    low = max(float(f.get_column("x").cast(pl.Float64).min() or 0.0)
               for f in frames) if all(f.height for f in frames) else 0.0
-    high = min(float(f.get_column("x").cast(pl.Float64).max() or 0.0)  # type: ignore[arg-type]
+    high = min(float(f.get_column("x").cast(pl.Float64).max() or 0.0)
                for f in frames) if all(f.height for f in frames) else 0.0
     if not low < high:
         raise InputError(f"runs {small.name!r} and {big.name!r} logged grad norms on no common "

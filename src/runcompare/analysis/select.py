@@ -1,11 +1,8 @@
-"""Choosing what to compare: runs by name (``--runs REGEX``), metrics by glob
-(``--metric 'train/*'``) and the best runs of a sweep (``--top N``).
+"""Choosing what to compare: runs by name (``--runs REGEX``) and metrics by glob
+(``--metric 'train/*'``); :func:`~.compare.choose` adds the best runs of a sweep (``--top N``).
 
 ``--runs`` keeps the runs whose name a pattern finds (:func:`re.search`; several patterns:
-any of them). With ``--top N`` the runs are ranked by the verdict of all of them (its metric
-at its common budget, :attr:`~.verdict.Verdict.run_values`) and the best N are compared, plus
-every run a ``--runs`` pattern names: the baseline a sweep is held against. Which runs were
-left out is an info finding, never silent.
+any of them).
 """
 
 from __future__ import annotations
@@ -13,12 +10,12 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any
 
+from ..display import listing
 from ..errors import UnknownMetricError, UsageError
-from ..model import Finding, Run
+from ..model import Run
 
-__all__ = ["choose", "expand_metrics", "is_glob", "select_runs"]
+__all__ = ["expand_metrics", "is_glob", "listed", "select_runs"]
 
 _GLOB = re.compile(r"[*?\[]")
 
@@ -49,7 +46,7 @@ def select_runs(runs: Sequence[Run], patterns: Sequence[str]) -> list[Run]:
     for pattern, regex in zip(patterns, compiled):
         if not any(regex.search(name) for name in names):
             raise UsageError(f"--runs {pattern!r} matches no run name; the runs are "
-                             f"{_listed(names)}")
+                             f"{listed(names)}")
     return [run for run in runs if any(regex.search(run.name) for regex in compiled)]
 
 
@@ -79,47 +76,6 @@ def expand_metrics(runs: Sequence[Run], metrics: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def choose(runs: Sequence[Run], *, patterns: Sequence[str] = (), top: int | None = None,
-           **options: Any) -> Any:
-    """The :class:`~.compare.Comparison` of the runs ``patterns`` and ``top`` choose (see the
-    module docstring); ``options`` go to :func:`~.compare.compare`."""
-    from .compare import compare, rank
-
-    if top is None:
-        return compare(select_runs(runs, patterns) if patterns else runs, **options)
-    if top < 1:
-        raise UsageError(f"--top {top}: give a number of runs ≥ 1")
-    named = select_runs(runs, patterns) if patterns else []
-    verdict = rank(runs, **options)  # the verdict alone: a sweep's curves are not aligned
-    if not verdict.run_values:
-        raise UsageError("--top needs a verdict to rank the runs by, and there is none "
-                         f"({verdict}); pick runs with --runs instead")
-    best = list(verdict.run_values)[:top]
-    keep = set(best) | {run.name for run in named}
-    chosen = [run for run in runs if run.name in keep]
-    comparison = compare(chosen, **options)
-    if len(chosen) == len(runs):
-        return comparison
-    comparison.finding_list.append(_left_out(runs, best, named, verdict, top))
-    return comparison
-
-
-def _left_out(runs: Sequence[Run], best: list[str], named: Sequence[Run], verdict: Any,
-              top: int) -> Finding:
-    from ..display import fmt
-
-    extra = [run.name for run in named if run.name not in best]
-    out = [run.name for run in runs if run.name not in best and run.name not in extra]
-    plus = f", plus {_listed(extra)} named by --runs" if extra else ""
-    unranked = len(runs) - len(verdict.run_values)
-    why = f" ({unranked} had no value at the budget)" if unranked else ""
-    return Finding("info", "top-runs",
-                   f"--top {top}: the best {len(best)} of {len(runs)} runs by {verdict.metric} "
-                   f"at {verdict.axis} {fmt(verdict.budget)} ({_listed(best)}){plus}; "
-                   f"{len(out)} left out{why}: {_listed(out)}")
-
-
-def _listed(names: Sequence[str]) -> str:
-    from ..display import listing
-
+def listed(names: Sequence[str]) -> str:
+    """``names`` as a listing ("a, b and c"), or "none"."""
     return listing(list(names)) or "none"

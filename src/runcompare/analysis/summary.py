@@ -28,7 +28,8 @@ from .fit import fit_width, metric_value, run_curve
 from .kinds import QUALITY, TOTAL, is_eval
 from .smooth import Smoothing, smooth_expr
 
-__all__ = ["fair_axis", "higher_is_better", "main_metric", "metric_series", "ordered_points",
+__all__ = ["drawn_points", "fair_axis", "higher_is_better", "main_metric", "metric_series",
+           "ordered_points",
            "shared_metrics", "summarize", "throughput", "totals"]
 
 SUMMARY_SCHEMA = {"run": pl.String, "metric": pl.String, "kind": pl.String, "final": pl.Float64,
@@ -153,6 +154,14 @@ def ordered_points(run: Run, metric: str, x: str) -> pl.DataFrame:
     return points
 
 
+def drawn_points(run: Run, metric: str, x: str, smoothing: Smoothing) -> pl.DataFrame:
+    """A run's points of ``metric`` as a chart draws them: :func:`ordered_points` with
+    ``smoothed``, the curve ``smoothing`` makes of them (worked out once per run, metric, axis
+    and smoothing)."""
+    return run.memo(("drawn", metric, x, smoothing), lambda: ordered_points(
+        run, metric, x).with_columns(smooth_expr(smoothing, x=x).alias("smoothed")))
+
+
 #: A metric series' columns besides x and smoothed, as in the run's points.
 _SERIES = ("value", "elapsed", "flops", "device_hours")
 
@@ -182,7 +191,7 @@ def throughput(runs: Sequence[Run]) -> pl.DataFrame:
     for run in runs:
         samples_rate, tokens_rate = _rate(run, "samples"), _rate(run, "tokens")
         logged = run.facts.get("train_samples_per_second")
-        if samples_rate is None and logged is not None:
+        if samples_rate is None and logged is not None and logged.value is not None:
             samples_rate = float(logged.value)
         seq_len = run.batch.seq_len.value
         if tokens_rate is None and samples_rate is not None and seq_len:
@@ -226,7 +235,7 @@ def _row(run: str, metric: str, kind: str, frame: pl.DataFrame | None, budget: f
     budget, target, curve (the speedups are added across runs). ``read`` is the curve the
     crossing and the value at the budget are read off (:func:`.fit.metric_curve`)."""
     curve = None if goal is None else "raw" if is_eval(metric) else "local-fit"
-    if frame is None or not frame.height:
+    if frame is None or not frame.height or read is None:
         return (run, metric, kind, None, None, None, None, None, budget, goal, curve)
     xs, values = frame.get_column("x").to_numpy(), frame.get_column("value").to_numpy()
     finite = np.isfinite(values)

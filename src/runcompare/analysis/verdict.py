@@ -89,7 +89,7 @@ class Verdict:
         return self.text
 
     def to_dict(self) -> dict[str, Any]:
-        """The ``verdict`` object of ``runcompare RUN... --json`` (DESIGN.md's contract)."""
+        """The ``verdict`` object of ``runcompare RUN... --json`` (docs/architecture.md's contracts)."""
         return {"text": self.text, "metric": self.metric, "axis": self.axis,
                 "budget": self.budget, "values": self.values, "leader": self.leader,
                 "difference": self.difference, "relative": self.relative, "noise": self.noise,
@@ -130,9 +130,9 @@ def decide(runs: Sequence[Run], *, x: str, metric: str | None, target: float | N
     if metric is None:
         return _empty("The runs share no metric to compare.", axis, reason, fairness)
     curve = _curve(runs, axis, x, smoothing)
-    series = {run.name: metric_series(run, metric, axis, None if is_eval(metric) else curve)
-              for run in runs}
-    series = {name: s for name, s in series.items() if s is not None and s.height}
+    found = {run.name: metric_series(run, metric, axis, None if is_eval(metric) else curve)
+             for run in runs}
+    series = {name: s for name, s in found.items() if s is not None and s.height}
     if not series:
         return _empty(f"No run logged {metric} on {axis}.", axis, reason, fairness)
     budget = min(float(s.get_column("x")[-1]) for s in series.values())
@@ -150,8 +150,9 @@ def decide(runs: Sequence[Run], *, x: str, metric: str | None, target: float | N
     for arm in arms:
         _measure(arm, {name: series[name] for name in arm.runs}, curves, metric, budget, goal,
                  width)
-    ranked = sorted((a for a in arms if a.value is not None),
-                    key=lambda a: -a.value if higher_is_better(metric) else a.value)  # type: ignore[operator]
+    valued = [(a, a.value) for a in arms if a.value is not None]
+    ranked = [a for a, _ in sorted(valued, key=lambda item: -item[1] if higher_is_better(metric)
+                                   else item[1])]
     noise, call = _call(ranked, metric)
     positions = [position(run, axis, budget) for run in runs if run.name in series]
     shifted = schedule_finding([r for r in runs if r.name in series], positions)
@@ -280,8 +281,8 @@ def _curve(runs: Sequence[Run], axis: str, x: str, smoothing: Smoothing | None) 
 
 def _span(runs: Sequence[Run], axis: str) -> float:
     xs = pl.concat([r.scalars.get_column(axis).cast(pl.Float64) for r in runs])
-    span = (xs.max() or 0.0) - (xs.min() or 0.0)  # type: ignore[operator]
-    return float(span)
+    span = float(xs.max() or 0.0) - float(xs.min() or 0.0)
+    return span
 
 
 def _arms(groups: Mapping[str, Sequence[str]], names: list[str]) -> list[_Arm]:
@@ -329,14 +330,14 @@ def _measure(arm: _Arm, series: Mapping[str, pl.DataFrame], curves: Mapping[str,
         costs.append({c: value_at(xs, frame.get_column(c).cast(pl.Float64).to_numpy(), budget)
                       for c in _COST_AXES})
     arm.value, arm.members = float(np.mean(values)), values
-    if all(n is not None for n in noises):
-        sigmas = [n["sigma"] for n in noises]  # type: ignore[index]
+    known = [n for n in noises if n is not None]
+    if len(known) == len(noises):
+        sigmas = [n["sigma"] for n in known]
         arm.sigma = float(np.sqrt(np.mean(np.square(sigmas)) / len(sigmas)))
-        arm.scatter = {"points": min(n["points"] for n in noises),  # type: ignore[index]
-                       "bend": any(n.get("bend") for n in noises),  # type: ignore[union-attr]
-                       "rho": max(n.get("rho", 0.0) for n in noises),  # type: ignore[union-attr]
-                       "effective": min(n.get("effective", n["points"])  # type: ignore[union-attr,index]
-                                        for n in noises)}
+        arm.scatter = {"points": min(n["points"] for n in known),
+                       "bend": any(n.get("bend") for n in known),
+                       "rho": max(n.get("rho", 0.0) for n in known),
+                       "effective": min(n.get("effective", n["points"]) for n in known)}
     arm.crossings = [r.get("x") for r in races]
     arm.race = _mean_dicts([{k: r.get(k) for k in ("x", *_COST_AXES)} for r in races])
     arm.race["before_first"] = any(r.get("before_first") for r in races)
@@ -434,7 +435,7 @@ def _mean_dicts(items: list[dict[str, float | None]]) -> dict[str, Any]:
     """Key by key, the mean over runs; None unless every run has the number."""
     keys = items[0].keys() if items else ()
     return {k: None if any(i[k] is None for i in items)
-            else float(np.mean([i[k] for i in items])) for k in keys}  # type: ignore[misc]
+            else float(np.mean([i[k] for i in items])) for k in keys}
 
 
 def _call(ranked: list[_Arm], metric: str) -> tuple[dict[str, Any] | None, str]:

@@ -320,9 +320,9 @@ def _speedups(parts: _Parts) -> str:
         what = {"clear": "clear", "unreplicated": "beyond the runs' own noise, unreplicated",
                 "within-noise": "within the noise: no real speedup"}[speedup["call"]]
         out += f" (95% interval {ratio(low)} to {ratio(high)}, {what})"
-    walls = [(a.name, a.race.get("elapsed")) for a in arms]
-    if all(w for _, w in walls):
-        (fast, a), (_slow, b) = sorted(walls, key=lambda item: item[1])  # type: ignore[arg-type,return-value]
+    walls = [(a.name, float(w)) for a in arms if (w := a.race.get("elapsed"))]
+    if len(walls) == len(arms):
+        (fast, a), (_slow, b) = sorted(walls, key=lambda item: item[1])
         out += f"; {fast} {ratio(b / a)} sooner in wall-clock, {seconds(a)} against {seconds(b)}"
     return out
 
@@ -359,9 +359,10 @@ def _compare(arms: list[_Arm], key: str, show: Any, what: str, less: str) -> str
 def _devices(arms: list[_Arm], parts: _Parts) -> str:
     worlds = {run.name: run.batch.world_size.value for run in parts.runs}
     sizes = [{worlds.get(r) for r in arm.runs} for arm in arms]
-    if any(None in s or len(s) != 1 for s in sizes):
+    known = [size for (size,) in (s for s in sizes if len(s) == 1) if size is not None]
+    if len(known) != len(sizes):
         return ", device-time unknown (a world size is unknown: pass --set RUN:world_size=N)"
-    (wa,), (wb,) = sizes
+    wa, wb = known
     if wa == wb:
         each = f"{wa} device{'s' if wa > 1 else ''} each"
         return f", and the same ratio in device-time (elapsed × world size, {each})"

@@ -11,7 +11,19 @@ through ``textContent``.
 
 from __future__ import annotations
 
-__all__ = ["CSP", "PAGE", "SCRIPT", "STYLE"]
+from pathlib import Path
+
+from ..outputs import head
+
+__all__ = ["CSP", "GENERATOR", "PAGE", "SCRIPT", "STYLE", "is_report"]
+
+#: The mark of a page runcompare wrote, in its first KiB: only such a file is replaced.
+GENERATOR = '<meta name="generator" content="runcompare">'
+
+
+def is_report(path: Path) -> bool:
+    """Whether ``path`` is a page runcompare wrote (:data:`GENERATOR` in its first KiB)."""
+    return GENERATOR.encode() in head(path, 1024)
 
 #: No request leaves the page: everything it needs is inline.
 CSP = ("default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; "

@@ -23,8 +23,8 @@ from ..analysis.plan import Plan
 from ..display import fmt, plotly_text, terminal_text
 from ..model import Finding, Run
 from ..outputs import claim, write_atomic
-from .assets import CSP, STYLE
-from .html import GENERATOR, _json_for_script, is_report
+from .assets import CSP, GENERATOR, STYLE, is_report
+from .charts import json_for_script
 from .sections import boxed
 
 __all__ = ["critical_batch_figure", "critical_batch_section", "figure_section", "goodput_figure",
@@ -211,25 +211,15 @@ def _residual(cb: CriticalBatch, run: str) -> str:
     return "—" if value is None else f"{value:+.2%}"
 
 
-def report_section(runs: Sequence[Run]) -> str:
-    """The compare report's critical-batch section: only when the runs differ in the global
-    batch and, as far as their facts show, in nothing else, and a B_crit was fitted; else "".
-    The figure is drawn by its own small script from its own JSON block."""
-    from ..analysis.critical_batch import critical_batch
-    from ..errors import RuncompareError
-
-    batches = {run.batch.global_batch.value for run in runs}
-    if len(runs) < 2 or None in batches or len(batches) < 2:
-        return ""
-    try:
-        result = critical_batch(runs)
-    except RuncompareError:
-        return ""
-    if result.b_crit is None or any(f.code == "not-batch-only" for f in result.findings):
+def report_section(result: CriticalBatch | None) -> str:
+    """The compare report's critical-batch section (``""`` for None: the runs differ in more
+    than the global batch, :func:`~runcompare.analysis.critical_batch.batch_only_fit`). The
+    figure is drawn by its own small script from its own JSON block."""
+    if result is None:
         return ""
     text, figure = critical_batch_section(result)
     return (f'<section id="rc-critical-batch">{text}<div class="chart fixed" id="chart-cb"></div>'
-            f'<script type="application/json" id="rc-cb-data">{_json_for_script(figure)}'
+            f'<script type="application/json" id="rc-cb-data">{json_for_script(figure)}'
             "</script><script>(function () { const f = JSON.parse(document.getElementById("
             "'rc-cb-data').textContent); Plotly.newPlot('chart-cb', f.data, f.layout, "
             "{responsive: true}); })();</script></section>")
@@ -249,7 +239,7 @@ def write_page(path: Path, *, title: str, sections: Sequence[tuple[str, dict[str
             f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
             f"<style>{STYLE}</style><script>{get_plotlyjs()}</script></head><body>"
             f"<h1>{html.escape(title)}</h1>{body}"
-            f'<script type="application/json" id="rc-data">{_json_for_script(figures)}</script>'
+            f'<script type="application/json" id="rc-data">{json_for_script(figures)}</script>'
             "<script>JSON.parse(document.getElementById('rc-data').textContent).forEach("
             "(f, i) => Plotly.newPlot('fig-' + i, f.data, f.layout, {responsive: true}));"
             "</script></body></html>\n")

@@ -25,13 +25,11 @@ import numpy as np
 import polars as pl
 
 from ..analysis import Comparison
-from ..analysis.align import series
-from ..analysis.smooth import Smoothing
-from ..analysis.summary import ordered_points
 from ..model import Run
 
-__all__ = ["AXIS_LABELS", "FEW_POINTS", "MAX_POINTS", "MIN_POINTS", "PALETTE", "TOTAL_POINTS", "Numbers", "axis_values",
-           "chart", "downsample", "drawing_smoothing", "encode", "limits", "numbers"]
+__all__ = ["AXIS_LABELS", "FEW_POINTS", "MAX_POINTS", "MIN_POINTS", "PALETTE", "TOTAL_POINTS",
+           "Numbers", "axis_values", "chart", "downsample", "encode", "json_for_script", "limits",
+           "numbers"]
 
 MAX_POINTS = 2_000
 #: A trace of at most this many points is drawn as points (markers), as logged.
@@ -78,7 +76,8 @@ class Numbers:
     def tolist(self) -> list[float | None]:
         import json
 
-        return json.loads(self.text)
+        values: list[float | None] = json.loads(self.text)
+        return values
 
 
 def numbers(values: np.ndarray) -> Numbers:
@@ -137,6 +136,12 @@ def encode(data: Any) -> str:
     return _encode(data)
 
 
+def json_for_script(data: Any) -> str:
+    """:func:`encode`'s JSON, made so that it cannot end the <script> element it sits in."""
+    text = encode(data)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
 def _collect(data: Any, found: list[Numbers]) -> None:
     if isinstance(data, Numbers):
         found.append(data)
@@ -184,18 +189,6 @@ def downsample(values: np.ndarray, limit: int = MAX_POINTS) -> np.ndarray:
     return np.unique(np.concatenate(keep))
 
 
-def drawing_smoothing(comparison: Comparison) -> Smoothing:
-    """The comparison's smoothing, else an x-aware EMA with a half-life of 2% of the range
-    (the curve on which training metrics cross their targets, ``comparison.curve``)."""
-    if comparison.curve is not None:
-        return comparison.curve
-    if comparison.smoothing is not None:
-        return comparison.smoothing
-    xs = pl.concat([r.scalars.get_column(comparison.x).cast(pl.Float64) for r in comparison.runs])
-    span = (xs.max() or 0.0) - (xs.min() or 0.0)  # type: ignore[operator]
-    return Smoothing("x", 0.0, 0.02).resolved(float(span) if span else 1.0)
-
-
 def limits(metrics: Sequence[str], runs: Sequence[str], top: Sequence[str],
            total: int = TOTAL_POINTS) -> dict[tuple[str, str], int]:
     """Each (metric, run)'s most drawn points: half the budget to the first (main) chart, the
@@ -217,12 +210,13 @@ def limits(metrics: Sequence[str], runs: Sequence[str], top: Sequence[str],
     return out
 
 
-def chart(comparison: Comparison, metric: str, smoothing: Smoothing,
+def chart(comparison: Comparison, metric: str,
           limit: dict[str, int] | None = None) -> dict[str, Any]:
-    """One chart: a trace per run (every axis it has, raw and smoothed y), bands per group;
+    """One chart: a trace per run (every axis it has, raw and smoothed y, as
+    :meth:`~runcompare.analysis.compare.Comparison.drawn` gives them), bands per group;
     ``limit`` maps a run to its most drawn points (default :data:`MAX_POINTS`)."""
     traces = [t for run in comparison.runs
-              if (t := _trace(run, metric, comparison.x, smoothing,
+              if (t := _trace(run.name, comparison.drawn(run, metric),
                               (limit or {}).get(run.name, MAX_POINTS)))]
     bands = comparison.bands.filter(pl.col("metric") == metric)
     members = {r.name: r for r in comparison.runs}
@@ -232,12 +226,11 @@ def chart(comparison: Comparison, metric: str, smoothing: Smoothing,
                       for g in bands.get_column("group").unique(maintain_order=True).to_list()]}
 
 
-def _trace(run: Run, metric: str, x: str, smoothing: Smoothing,
-           limit: int) -> dict[str, Any] | None:
-    points = ordered_points(run, metric, x)
+def _trace(run: str, points: pl.DataFrame, limit: int) -> dict[str, Any] | None:
+    """The trace of run ``run``'s drawn ``points``, at most ``limit`` of them."""
     if points.is_empty():
         return None
-    smoothed = series(run, metric, x, smoothing).get_column("smoothed").to_numpy()
+    smoothed = points.get_column("smoothed").to_numpy()
     values = points.get_column("value").to_numpy()
     keep = downsample(values, limit)
     columns = {axis: points.get_column(axis).cast(pl.Float64).to_numpy()  # nulls as NaN
@@ -248,7 +241,7 @@ def _trace(run: Run, metric: str, x: str, smoothing: Smoothing,
         origin["wall_time"] = float(np.nanmin(columns["wall_time"]))
         columns["wall_time"] = columns["wall_time"] - origin["wall_time"]
     axes = {axis: numbers(column[keep]) for axis, column in columns.items() if axis not in derived}
-    return {"run": run.name, "points": points.height, "x": axes, "derived": derived,
+    return {"run": run, "points": points.height, "x": axes, "derived": derived,
             "origin": origin, "y": numbers(values[keep]), "smoothed": numbers(smoothed[keep])}
 
 
@@ -270,12 +263,12 @@ def _derived(columns: dict[str, np.ndarray], height: int) -> dict[str, list[Any]
     return derived
 
 
-def axis_values(trace: dict[str, Any], axis: str) -> list[float] | None:
+def axis_values(trace: dict[str, Any], axis: str) -> list[float | None] | None:
     """A trace's drawn x values on ``axis`` as numbers (what the page computes), or None."""
     if axis in trace["derived"]:
         base, factor = trace["derived"][axis]
         values = axis_values(trace, base)
-        return None if values is None else [v * factor for v in values]
+        return None if values is None else [None if v is None else v * factor for v in values]
     if axis not in trace["x"]:
         return None
     values = trace["x"][axis].tolist()
@@ -292,7 +285,8 @@ def _band(frame: pl.DataFrame, group: str, metric: str, x: str,
         if axis != x and (mapped := _mapped(grid, metric, x, axis, members)) is not None:
             axes[axis] = numbers(mapped)
     column = {c: numbers(frame.get_column(c).to_numpy()[keep]) for c in ("mean", "min", "max")}
-    return {"group": group, "n": int(frame.get_column("n").max() or 0), "x": axes, **column}
+    return {"group": group, "n": int(frame.get_column("n").to_numpy().max(initial=0)), "x": axes,
+            **column}
 
 
 def _mapped(grid: np.ndarray, metric: str, x: str, axis: str,
@@ -312,7 +306,8 @@ def _mapped(grid: np.ndarray, metric: str, x: str, axis: str,
     stack = np.vstack(mapped)
     with warnings.catch_warnings():  # a position no member covers stays NaN
         warnings.simplefilter("ignore", RuntimeWarning)
-        low, high = np.nanmin(stack, axis=0), np.nanmax(stack, axis=0)
+        low: np.ndarray = np.nanmin(stack, axis=0)
+        high = np.nanmax(stack, axis=0)
     if not np.allclose(low, high, rtol=1e-9, atol=0, equal_nan=True):
         return None
     return low

@@ -27,9 +27,10 @@ from typing import Any
 
 from ..analysis import Comparison
 from ..model import Run
-from ..outputs import claim, head, write_atomic
+from ..outputs import claim, write_atomic
 from . import sections
-from .assets import CSP, PAGE, SCRIPT, STYLE
+from .assets import CSP, GENERATOR, PAGE, SCRIPT, STYLE, is_report
+from .batchsci import report_section
 from .charts import (
     AXIS_LABELS,
     FEW_POINTS,
@@ -37,24 +38,21 @@ from .charts import (
     PALETTE,
     TOTAL_POINTS,
     chart,
-    drawing_smoothing,
-    encode,
     hidden_points,
+    json_for_script,
     limits,
 )
 from .parcoords import AXES, parcoords
 from .sections import e
 from .verdict import verdict
 
-__all__ = ["GENERATOR", "SWEEP", "TOP", "default_report_path", "is_report", "render_report", "write_report"]
+__all__ = ["SWEEP", "TOP", "default_report_path", "render_report", "write_report"]
 
 _LR = "train/learning_rate"
 #: Past this many runs the report is a sweep's: a leaderboard, the best runs in colour.
 SWEEP = 8
 #: Runs drawn in colour in a sweep.
 TOP = 8
-#: The mark of a report runcompare wrote, in its first KiB: only such a file is replaced.
-GENERATOR = '<meta name="generator" content="runcompare">'
 
 
 def default_report_path(runs: Sequence[Run], folder: Path = Path("reports")) -> Path:
@@ -81,24 +79,16 @@ def write_report(comparison: Comparison, path: Path) -> Path:
     return write_atomic(path, render_report(comparison).encode("utf-8"))
 
 
-def is_report(path: Path) -> bool:
-    """Whether ``path`` is a report runcompare wrote (:data:`GENERATOR` in its first KiB)."""
-    return GENERATOR.encode() in head(path, 1024)
-
-
 def render_report(comparison: Comparison) -> str:
     """The whole page as a string."""
     from plotly.offline import get_plotlyjs
 
-    from .batchsci import report_section
-
     names = [run.name for run in comparison.runs]
     sweep = len(names) > SWEEP
     top = _top(comparison) if sweep else names
-    smoothing = drawing_smoothing(comparison)
     metrics = _chart_order(comparison)
     limit = limits(metrics, names, top)
-    charts = [chart(comparison, m, smoothing, {n: limit[(m, n)] for n in names})
+    charts = [chart(comparison, m, {n: limit[(m, n)] for n in names})
               for m in metrics]
     title = f"{len(names)} runs" if sweep else " vs ".join(names)
     lines = parcoords(comparison) if sweep else None
@@ -114,19 +104,19 @@ def render_report(comparison: Comparison) -> str:
         _pointer(comparison),
         sections.leaderboard(comparison, top, PALETTE) + _parcoords(lines) if sweep
         else sections.batch_table(comparison.runs) + sections.differs(comparison),
-        _drawing(comparison, smoothing.describe(comparison.x), charts, top),
+        _drawing(comparison, comparison.drawing.describe(comparison.x), charts, top),
         '<div class="grid">' + "".join(_figure(i + 1, c) for i, c in enumerate(charts[1:]))
         + "</div>" if len(charts) > 1 else "",
         sections.findings(comparison, grouped=sweep),
         sections.totals(comparison),
         sections.summary(comparison),
-        report_section(comparison.runs),
+        report_section(comparison.critical_batch),
         sections.diagnostics(comparison),
         sections.throughput(comparison),
         sections.footer(comparison.runs),
     ])
     return PAGE.format(title=e(title), csp=CSP, style=STYLE, plotly=get_plotlyjs(),
-                       data=_json_for_script(data), script=SCRIPT, body=body,
+                       data=json_for_script(data), script=SCRIPT, body=body,
                        generator=GENERATOR)
 
 
@@ -175,12 +165,6 @@ def _pointer(comparison: Comparison) -> str:
     counts = ", ".join(f"{levels.count(level)} {level}{'s' if levels.count(level) != 1 else ''}"
                        for level in ("error", "warning", "info") if level in levels)
     return f'<p class=note>Findings: <a href="#findings">{counts}</a>.</p>'
-
-
-def _json_for_script(data: Any) -> str:
-    """JSON that cannot end the <script> element it sits in."""
-    text = encode(data)
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def _glance(comparison: Comparison) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..analysis import Comparison
-from ..sources.config import comparable
+from ..facts import comparable
 
 __all__ = ["AXES", "parcoords"]
 

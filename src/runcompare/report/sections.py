@@ -284,7 +284,7 @@ def totals(comparison: Comparison) -> str:
 def footer(runs: Sequence[Run]) -> str:
     from importlib.metadata import version
 
-    from .. import __version__
+    from .._version import __version__
 
     versions = ", ".join(f"{name} {version(name)}" for name in ("polars", "plotly"))
     paths = "".join(f"<li>{e(run.name)}: <code>{e(run.path)}</code> ({e(run.format)})</li>"

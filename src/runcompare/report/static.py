@@ -31,7 +31,7 @@ from ..analysis import Comparison
 from ..display import plotly_text
 from ..errors import MissingInfoError
 from ..outputs import claim, head, write_atomic
-from .charts import AXIS_LABELS, FEW_POINTS, PALETTE, axis_values, chart, drawing_smoothing
+from .charts import AXIS_LABELS, FEW_POINTS, PALETTE, axis_values, chart
 
 __all__ = ["FORMATS", "figure", "is_figure", "write_figures"]
 
@@ -52,10 +52,9 @@ def write_figures(comparison: Comparison, folder: Path, *,
     Raises :class:`~runcompare.errors.InputError`, before drawing anything, when a figure's
     path is inside a run being read or holds a file that is not a figure runcompare drew.
     """
-    smoothing = drawing_smoothing(comparison)
     figures = {}
     for metric in comparison.metrics:
-        figure = _figure(comparison, chart(comparison, metric, smoothing))
+        figure = _figure(comparison, chart(comparison, metric))
         stem = re.sub(r"[^A-Za-z0-9._-]+", "_", metric).strip("_") or "metric"
         for fmt in formats:
             path = folder / f"{stem}.{fmt}"
@@ -69,7 +68,7 @@ def write_figures(comparison: Comparison, folder: Path, *,
 def figure(comparison: Comparison, metric: str) -> dict[str, Any]:
     """The plotly figure dict of one drawn metric, as ``write_figures`` draws it (raw faint,
     smoothed bold, long traces downsampled with their extremes kept)."""
-    return _figure(comparison, chart(comparison, metric, drawing_smoothing(comparison)))
+    return _figure(comparison, chart(comparison, metric))
 
 
 def _draw(figures: dict[Path, dict[str, Any]]) -> None:
@@ -80,9 +79,10 @@ def _draw(figures: dict[Path, dict[str, Any]]) -> None:
         raise MissingInfoError("static figures need kaleido: pip install 'runcompare[static]' "
                                "(it draws with the installed chromium)") from exc
     with tempfile.TemporaryDirectory(prefix="runcompare-figures-") as scratch:
-        jobs = [{"fig": figure, "path": Path(scratch) / f"{i}{path.suffix}",
+        drawn = [Path(scratch) / f"{i}{path.suffix}" for i, path in enumerate(figures)]
+        jobs = [{"fig": figure, "path": at,
                  "opts": {"format": path.suffix[1:], "width": 1000, "height": 520}}
-                for i, (path, figure) in enumerate(figures.items())]
+                for at, (path, figure) in zip(drawn, figures.items())]
         with _nowhere() as proxy:
             try:
                 kaleido.write_fig_from_object_sync(
@@ -90,8 +90,8 @@ def _draw(figures: dict[Path, dict[str, Any]]) -> None:
             except Exception as exc:  # kaleido's own errors: no browser, a browser that failed
                 raise MissingInfoError(f"kaleido could not draw the figures ({exc}); install "
                                        "chromium (apt-get install chromium)") from exc
-        for job, path in zip(jobs, figures):
-            write_atomic(path, _marked(job["path"].read_bytes()))
+        for at, path in zip(drawn, figures):
+            write_atomic(path, _marked(at.read_bytes()))
 
 
 @contextlib.contextmanager

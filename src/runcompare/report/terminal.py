@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..analysis import Comparison
-from ..analysis.differs import Differences, differences
+from ..analysis.differs import Differences
 from ..analysis.kinds import QUALITY
 from ..display import fmt, listing, setting, terminal_text
 from ..model import Fact, Run
@@ -31,7 +31,7 @@ _HEADER = 12
 _ACROSS = 4
 
 #: Rows of the batch-hierarchy table: label and how to get the fact of a run.
-_LEVELS = (
+_LEVELS: tuple[tuple[str, Callable[[Run], Fact[Any]]], ...] = (
     ("micro-batch", lambda r: r.batch.per_device_batch),
     ("grad accumulation", lambda r: r.batch.grad_accum),
     ("per-device batch", lambda r: _derived(r.batch.per_device_step,
@@ -158,20 +158,21 @@ def print_run(run: Run, console: Console) -> None:
     _findings(console, run.findings)
 
 
-def print_runs(runs: Sequence[Run], console: Console) -> None:
+def print_runs(runs: Sequence[Run], differs: Differences, console: Console) -> None:
     """What ``runcompare inspect`` shows for a folder of several runs: each run in full (see
     :func:`print_run`) up to :data:`_ACROSS` runs; past that an overview a screen can hold:
     a row per run (what was read, and how many warnings), the hierarchy and what differs
-    with runs as rows, and the findings grouped by code."""
+    (``differs``, :func:`~runcompare.analysis.differs.differences` of the runs) with runs as
+    rows, and the findings grouped by code."""
     if len(runs) <= _ACROSS:
         for run in runs:
             print_run(run, console)
         return
     _print_table(console, overview_table(runs, width=console.width))
     _print_table(console, batch_table(runs, width=console.width))
-    differs = differs_table(runs, differences(runs), width=console.width)
-    if differs is not None:
-        _print_table(console, differs)
+    table = differs_table(runs, differs, width=console.width)
+    if table is not None:
+        _print_table(console, table)
     # each once: the warning that a run was skipped is in every run's findings
     _findings(console, list(dict.fromkeys(f for run in runs for f in run.findings)),
               grouped=True)

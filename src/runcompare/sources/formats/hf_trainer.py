@@ -25,9 +25,9 @@ import numpy as np
 import polars as pl
 
 from ...errors import InputError
+from ...facts import fact_value, finite_number
 from ...model import RAW_SCHEMA, Fact, Finding, RawLog, repeated
 from ..codecs.files import LFS_POINTER, files_in, folders_in, lfs_message, roots_under
-from ..config import fact_value, finite_number
 from ..format import Format
 from ..naming import canonical
 from . import _hf_trainer_json

@@ -33,8 +33,9 @@ from typing import Any
 import polars as pl
 
 from ...errors import InputError
+from ...facts import facts_from_config
 from ...model import Fact, RawLog
-from ..config import facts_from_config, hparams
+from ..config import hparams
 from ..format import Format
 from ..textlog import layout as _layout
 from ..textlog.damage import unparsed_finding

@@ -54,9 +54,10 @@ import numpy as np
 import polars as pl
 
 from ...errors import InputError, NoLogsFoundError
+from ...facts import facts_from_config
 from ...model import RAW_SCHEMA, Fact, Finding, RawLog
 from ..codecs.files import natural, read_file
-from ..config import facts_from_config, hparams
+from ..config import hparams
 from ..format import Format
 from ._tensorboard_events import EventFile, decode
 

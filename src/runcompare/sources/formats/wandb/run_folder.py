@@ -21,9 +21,10 @@ from typing import Any
 import polars as pl
 
 from ....errors import InputError
+from ....facts import facts_from_config, finite_number
 from ....model import Fact, Finding, RawLog
 from ...codecs.files import folders_in
-from ...config import facts_from_config, finite_number, hparams, nested_facts
+from ...config import hparams, nested_facts
 from ...format import Format
 from ._leg import RUN_DIR, SIDE_FILES, Leg, decode_leg, wandb_file
 from ._steps import LOG_STEP, history_scalars
