@@ -147,3 +147,40 @@ def test_a_work_dir_of_runs(cli, tmp_path):
     assert sorted(r["name"] for r in got) == ["resnet50_8xb32_in1k/20230605_200941",
                                               "resnet50_8xb32_in1k/20230606_101010"]
     assert {r["format"] for r in got} == {"mmengine"}
+
+
+POSE = DATA / "mmengine" / "mmpose_rtmpose_ear" / "20230605_200941"
+
+
+def test_older_layout_logging_every_iteration(cli):
+    # <timestamp>/vis_data/<timestamp>.json, no scalars.json; 6 iterations an epoch logged one
+    # by one, the validation of epoch 10 (step 10) ran after iteration 60
+    raw = REGISTRY["mmengine"].read_at(POSE)
+    lines = [json.loads(line) for line in
+             (POSE / "vis_data" / "20230605_200941.json").read_text().splitlines()]
+    (val,) = [r for r in lines if "iter" not in r]
+    assert val["step"] == 10
+    assert _points(raw, "eval/PCK") == [(60, 0.3174603174603175)]
+    assert _points(raw, "coco/AP") == [(60, 0.0008910891089108912)]
+    assert _points(raw, "coco/AP (M)") == [(60, -1.0)]  # COCO's "no such objects", as logged
+    assert _points(raw, "train/loss")[-1] == (71, 0.34041728168725965)
+    assert raw.scalars.height == 71 * 6 + 15 == 441
+
+
+def test_older_layout_config_with_positional_dicts_gives_the_whole_hierarchy(cli):
+    # train_dataloader holds dict({0: dict(...), ...}) (keypoint names): still read as data
+    got = cli.json("inspect", POSE, "--no-cache")
+    batch = {key: value["value"] for key, value in got["batch"].items()}
+    assert batch["per_device_batch"] == 32 and batch["grad_accum"] == 1
+    assert batch["world_size"] == 1 and batch["global_batch"] == 32
+    assert "launcher 'none'" in got["batch"]["world_size"]["source"]
+    assert got["samples"] == 71 * 32
+    raw = REGISTRY["mmengine"].read_at(POSE)
+    assert raw.facts["seed"].value == 21 and raw.facts["learning_rate"].value == 0.004
+    assert raw.hparams["train_dataloader.dataset.metainfo.keypoint_info.0.name"].value == "肾上腺"
+
+
+def test_a_work_dir_of_one_run_is_that_run(cli):
+    got = cli.json("inspect", POSE.parent, "--no-cache")
+    assert got["name"] == "mmpose_rtmpose_ear"
+    assert got["format"] == "mmengine" and got["points"] == 441

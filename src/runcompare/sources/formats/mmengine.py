@@ -62,7 +62,17 @@ _HEAD = 1 << 16
 
 def files(path: Path) -> list[Path]:
     """The scalars log at ``path`` (the file; a ``vis_data`` folder; a run folder holding
-    one), with the config dump beside it when there is one."""
+    one; a folder holding one such run further down), with the config dump beside it when
+    there is one."""
+    here = _files_here(path)
+    if here or not path.is_dir():
+        return here
+    below = expand(path)
+    return _files_here(below[0]) if len(below) == 1 else []
+
+
+def _files_here(path: Path) -> list[Path]:
+    """:func:`files` of the run at ``path`` itself."""
     try:
         if path.is_file():
             return [path] if _is_log_name(path) and _is_mmengine(path) else []
@@ -82,9 +92,9 @@ def files(path: Path) -> list[Path]:
 def expand(path: Path) -> list[Path]:
     """The runs at ``path``: itself when it holds an mmengine log, else the run folders
     further down (``work_dirs/<config>/<timestamp>/``)."""
-    if files(path):
+    if _files_here(path):
         return [path]
-    return roots_under(path, lambda folder: bool(files(folder))) if path.is_dir() else []
+    return roots_under(path, lambda folder: bool(_files_here(folder))) if path.is_dir() else []
 
 
 def _is_log_name(file: Path) -> bool:
