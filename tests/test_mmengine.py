@@ -184,3 +184,51 @@ def test_a_work_dir_of_one_run_is_that_run(cli):
     got = cli.json("inspect", POSE.parent, "--no-cache")
     assert got["name"] == "mmpose_rtmpose_ear"
     assert got["format"] == "mmengine" and got["points"] == 441
+
+
+def test_epochs_whose_last_iteration_is_not_logged(tmp_path):
+    # the real lines of the mmpose run kept as LoggerHook(interval=4, ignore_last=True) would
+    # have written them (batch index 4 of each 6-iteration epoch: iterations 4, 10, 16, ...),
+    # with the validation line: N = 6 from lines 6 apart, so epoch 10 ended at iteration 60
+    vis = tmp_path / "run" / "vis_data"
+    vis.mkdir(parents=True)
+    lines = (POSE / "vis_data" / "20230605_200941.json").read_text().splitlines(keepends=True)
+    kept = [line for line in lines
+            if "iter" not in json.loads(line) or json.loads(line)["iter"] % 6 == 4]
+    (vis / "scalars.json").write_text("".join(kept))
+    raw = REGISTRY["mmengine"].read_at(tmp_path / "run")
+    assert _points(raw, "train/loss")[:2] == [(4, 0.4203433021903038), (10, 0.35160491764545443)]
+    assert _points(raw, "eval/PCK") == [(60, 0.3174603174603175)]
+    assert [f.code for f in raw.findings] == ["eval-step-from-epoch"]
+
+
+def _variant(tmp_path: Path, change) -> Path:
+    """The real mmpretrain file with each line changed by ``change`` (a variant made here, as
+    another LoggerHook setting would have written the same lines)."""
+    vis = tmp_path / "run" / "vis_data"
+    vis.mkdir(parents=True)
+    out = [json.dumps(change(record)) for record in _lines(PRETRAIN)]
+    (vis / "scalars.json").write_text("\n".join(out) + "\n")
+    return tmp_path / "run"
+
+
+def test_validation_numbered_by_iteration_stays_where_it_is(tmp_path):
+    # log_metric_by_epoch=False: the validation's step is runner.iter (69 × epoch)
+    run = _variant(tmp_path, lambda r: r if "iter" in r else {**r, "step": 69 * r["step"]})
+    raw = REGISTRY["mmengine"].read_at(run)
+    assert _points(raw, "accuracy/top1")[:2] == [(69, 43.13543701171875),
+                                                 (138, 70.96475219726562)]
+    assert raw.findings == []
+
+
+def test_validation_at_step_0_of_an_iteration_based_run_is_left_out_and_said(tmp_path):
+    # an IterBasedTrainLoop with log_metric_by_epoch left True: no epoch in the train lines,
+    # and the validation's step is runner.epoch, always 0
+    run = _variant(tmp_path, lambda r: {k: v for k, v in r.items() if k != "epoch"}
+                   if "iter" in r else {**r, "step": 0})
+    raw = REGISTRY["mmengine"].read_at(run)
+    assert raw.scalars.filter(metric="accuracy/top1").height == 0
+    assert raw.scalars.filter(metric="train/loss").height == 59
+    (finding,) = raw.findings
+    assert finding.code == "eval-step-unknown" and "59 validation lines (line 2, 4, 6" in \
+        finding.message

@@ -21,9 +21,8 @@ the config's ``optim_wrapper.accumulative_counts`` turns into optimizer steps
 (:mod:`._mmengine_config`).
 
 An epoch-numbered validation line is put at the iteration its epoch ended: ``E × N`` where the
-train lines show ``N`` iterations an epoch (the last train line of each of two or more whole
-epochs at ``E × N``, as a run logging every iteration or at each epoch's end shows). When that
-is not known, or a step fits neither reading (an iteration-based run whose ``step`` is
+train lines show ``N`` iterations an epoch (the last train lines of two or more whole epochs N
+apart, each within its epoch: :func:`_iterations_an_epoch`). When that is not known, or a step fits neither reading (an iteration-based run whose ``step`` is
 ``runner.epoch``, always 0), the line is left out and a finding says so. A train ``iter`` that
 goes back is a new leg: a run started again in the same folder, or resumed.
 """
@@ -174,9 +173,8 @@ class _Placed:
             out.append(Finding("warning", "eval-step-unknown",
                                f"{file}: {_count(self.unknown_epoch)} number their step by epoch "
                                "and the iteration those epochs ended at is not in the file (it "
-                               "needs the last train line of two or more whole epochs at epoch × "
-                               "the iterations an epoch, as logging at each epoch's end gives); "
-                               "left them out"))
+                               "needs train lines of two or more whole epochs, whose last lines "
+                               "are an epoch's iterations apart); left them out"))
         if self.misfit:
             out.append(Finding("warning", "eval-step-unknown",
                                f"{file}: {_count(self.misfit)} carry a step that is neither the "
@@ -252,12 +250,13 @@ def _legs(records: list[tuple[int, dict[str, Any]]]) -> dict[int, int]:
 
 def _iterations_an_epoch(records: list[tuple[int, dict[str, Any]]], legs: dict[int, int],
                          leg: int) -> int | None:
-    """The iterations an epoch of ``leg`` when its train lines settle it: the last train line
-    of each whole epoch (one a later epoch or its validation follows) at epoch × N, for one N and two or more
-    epochs; None otherwise.
+    """The iterations an epoch of ``leg`` (N) when its train lines settle it; None otherwise.
 
-    (With ``ignore_last``, the last line of an epoch of N iterations logged every k sits at
-    (E - 1) × N + k × floor(N / k) < E × N: two epochs cannot both fit E × N' then.)
+    The logger writes at the same batch indices in every epoch (each ``interval``-th, and the
+    last one unless ``ignore_last``), so the last train lines of whole epochs (ones a later
+    epoch or their validation follows) are N apart, each in its own epoch: (E - 1) × N <
+    last ≤ E × N. Two or more whole epochs with one such N settle it (69, 138, 207 give 69;
+    50, 1057, 2064 of a 1,007-iteration epoch logged every 50 give 1,007).
     """
     ends: dict[int, int] = {}
     validated: set[int] = set()  # epochs an epoch-numbered validation line follows
@@ -273,12 +272,15 @@ def _iterations_an_epoch(records: list[tuple[int, dict[str, Any]]], legs: dict[i
                 ends[epoch] = max(ends.get(epoch, 0), iteration)
         elif last is not None and step == last[0] and step < last[1]:
             validated.add(step)
-    whole = [epoch for epoch in ends if epoch < max(ends, default=0) or epoch in validated]
-    quotients = {ends[epoch] / epoch for epoch in whole}
-    if len(whole) < 2 or len(quotients) != 1:
+    whole = sorted(epoch for epoch in ends if epoch < max(ends, default=0) or epoch in validated)
+    apart = {(ends[b] - ends[a]) / (b - a) for a, b in zip(whole, whole[1:])}
+    if len(apart) != 1:
         return None
-    per = quotients.pop()
-    return int(per) if per == int(per) and per >= 1 else None
+    per = apart.pop()
+    if per != int(per) or per < 1:
+        return None
+    per = int(per)
+    return per if all((epoch - 1) * per < ends[epoch] <= epoch * per for epoch in whole) else None
 
 
 def _whole(value: Any) -> TypeGuard[int]:
