@@ -232,3 +232,8 @@ def test_validation_at_step_0_of_an_iteration_based_run_is_left_out_and_said(tmp
     (finding,) = raw.findings
     assert finding.code == "eval-step-unknown" and "59 validation lines (line 2, 4, 6" in \
         finding.message
+
+
+def test_the_file_given_alone_keeps_its_config(cli):
+    got = cli.json("inspect", PRETRAIN / "vis_data" / "scalars.json", "--no-cache")
+    assert got["batch"]["per_device_batch"]["value"] == 32 and got["steps"]["optimizer"] == 4071

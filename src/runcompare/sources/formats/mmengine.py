@@ -53,7 +53,7 @@ _VIS = "vis_data"
 _STAMPED = re.compile(r"\d{8}_\d{6}\.json")
 #: Keys of a train line that are its position, not metrics.
 _POSITION = {"step", "iter", "epoch"}
-#: Marks a validation line's time keys apart from the train lines' (``time``, ``data_time``).
+#: Marks a validation line's keys apart from the train lines' (both have ``time``).
 _VAL = "val:"
 #: Bytes of a file looked at to tell an mmengine log from another JSON file.
 _HEAD = 1 << 16
@@ -74,7 +74,10 @@ def _files_here(path: Path) -> list[Path]:
     """:func:`files` of the run at ``path`` itself."""
     try:
         if path.is_file():
-            return [path] if _is_log_name(path) and _is_mmengine(path) else []
+            if not (_is_log_name(path) and _is_mmengine(path)):
+                return []
+            config = path.parent / CONFIG
+            return [path] + ([config] if path.parent.name == _VIS and config.is_file() else [])
         vis = path if path.name == _VIS else path / _VIS
         if not vis.is_dir():
             return []
@@ -125,7 +128,7 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
     if not placed.rows:
         raise InputError(f"{log_file}: no train or validation line with a step and a number")
     rows, keys = record_rows(placed.rows)
-    names = _names(keys, placed.val_keys)
+    names = _names(keys)
     facts: dict[str, Fact[Any]] = {}
     hparams: dict[str, Fact[Any]] = {}
     if len(found) > 1:
@@ -137,13 +140,13 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
                            if name != key.removeprefix(_VAL)})
 
 
-def _names(keys: list[str], val_keys: set[str]) -> dict[str, str]:
+def _names(keys: list[str]) -> dict[str, str]:
     """Canonical names: train keys as :func:`canonical_names` has them (``loss`` ->
     ``train/loss``, ``lr`` -> ``train/learning_rate``); validation keys as logged where they
     name their evaluator (``coco/bbox_mAP``), else under ``eval/`` (``mIoU`` ->
     ``eval/mIoU``, the validation's ``time`` -> ``eval/time``)."""
-    train = canonical_names([key for key in keys if key not in val_keys], PRINTED)
-    return {key: train.get(key) or (_val_name(key)) for key in keys}
+    train = canonical_names([key for key in keys if not key.startswith(_VAL)], PRINTED)
+    return {key: train.get(key) or _val_name(key) for key in keys}
 
 
 def _val_name(key: str) -> str:
@@ -156,7 +159,6 @@ class _Placed:
     """The lines kept as (line, step, numbers), and the validation lines left out."""
 
     rows: list[tuple[int, int, dict[str, float]]] = field(default_factory=list)
-    val_keys: set[str] = field(default_factory=set)
     by_epoch: dict[int, int] = field(default_factory=dict)  # leg -> iterations an epoch
     unknown_epoch: list[int] = field(default_factory=list)
     misfit: list[int] = field(default_factory=list)
@@ -206,8 +208,7 @@ def _place(records: list[tuple[int, dict[str, Any]]]) -> _Placed:
             if values:
                 placed.rows.append((line, step, values))
             continue
-        values = {f"{_VAL}{key}" if key in ("time", "data_time") else key: value
-                  for key, value in numbers(record, {"step"}).items()}
+        values = {f"{_VAL}{key}": value for key, value in numbers(record, {"step"}).items()}
         at = _val_step(step, last, per_epoch.get(legs.get(line, 0)))
         if at is None or not values:
             if values:
@@ -216,7 +217,6 @@ def _place(records: list[tuple[int, dict[str, Any]]]) -> _Placed:
             continue
         if last is not None and at != step:
             placed.by_epoch[legs[line]] = at // step
-        placed.val_keys.update(values)
         placed.rows.append((line, at, values))
     return placed
 
