@@ -14,6 +14,8 @@ from runcompare.cli import app
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_logs"
 DATA = Path(__file__).resolve().parent / "data"
+#: Logs, not tests: never collected (mmengine's config.py dumps there are Python files).
+collect_ignore = ["data"]
 
 
 @pytest.fixture(autouse=True)

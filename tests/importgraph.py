@@ -5,6 +5,7 @@ module imports which, and whether only inside a function (a lazy import). Import
 from __future__ import annotations
 
 import ast
+from functools import lru_cache
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parent.parent / "src"
@@ -17,8 +18,10 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def known_modules() -> set[str]:
-    return {module_name(p) for p in PACKAGE.rglob("*.py")}
+@lru_cache(maxsize=1)
+def known_modules() -> frozenset[str]:
+    """Every module of the package."""
+    return frozenset(module_name(p) for p in PACKAGE.rglob("*.py"))
 
 
 def imports(path: Path, module: str | None = None) -> dict[str, bool]:
@@ -47,7 +50,7 @@ def imports(path: Path, module: str | None = None) -> dict[str, bool]:
     return found
 
 
-def _targets(node: ast.AST, package: list[str], known: set[str]) -> list[str]:
+def _targets(node: ast.AST, package: list[str], known: frozenset[str]) -> list[str]:
     if isinstance(node, ast.Import):
         return [alias.name for alias in node.names if alias.name in known]
     if not isinstance(node, ast.ImportFrom):

@@ -25,7 +25,8 @@ TOPS = {"DATA": DATA, "SAMPLES": SAMPLES}
 #: (top, folder below it) -> (the formats ``detect`` finds there, the runs ``expand`` gives).
 CLAIMS: dict[tuple[str, str], tuple[set[str], int]] = {
     # every run two levels down, of the formats that look that far
-    ("DATA", "."): ({"detectron2", "fairseq", "hf-stdout", "hf-trainer", "jsonl", "llamafactory", "megatron", "nanogpt", "tensorboard", "text", "torchtitan"}, 53),
+    ("DATA", "."): ({"detectron2", "fairseq", "hf-stdout", "hf-trainer", "jsonl", "llamafactory",
+                     "megatron", "mmengine", "nanogpt", "tensorboard", "text", "torchtitan"}, 58),
     ("DATA", "axolotl"): ({"axolotl"}, 1),
     ("DATA", "batch_sweep"): ({"hf-stdout", "hf-trainer"}, 5),
     ("DATA", "batch_sweep/b16"): ({"hf-stdout", "hf-trainer"}, 1),
@@ -95,8 +96,14 @@ CLAIMS: dict[tuple[str, str], tuple[set[str], int]] = {
     ("DATA", "mlflow/sqlite"): ({"mlflow"}, 3),
     # TensorBoard's smoothed values as reference numbers: no log
     ("DATA", "smoothing"): (set(), 0),
-    ("DATA", "tensorboard"): ({"tensorboard"}, 16),
+    ("DATA", "tensorboard"): ({"tensorboard"}, 18),
+    ("DATA", "mmengine"): ({"mmengine"}, 3),
+    ("DATA", "mmengine/mmdet_rerun"): ({"mmengine"}, 1),
+    ("DATA", "mmengine/mmpose_rtmpose_ear"): ({"mmengine"}, 1),
+    ("DATA", "mmengine/mmpretrain_resnet50"): ({"mmengine"}, 1),
+    ("DATA", "tensorboard/clu"): ({"tensorboard"}, 1),
     ("DATA", "tensorboard/damaged"): ({"tensorboard"}, 6),
+    ("DATA", "tensorboard/flax"): ({"tensorboard"}, 1),
     ("DATA", "tensorboard/seeds"): ({"tensorboard"}, 3),
     ("DATA", "tensorboard/tb_typed"): ({"tensorboard"}, 1),
     ("DATA", "tensorboard/tb_writer"): ({"tensorboard"}, 1),

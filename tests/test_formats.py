@@ -24,6 +24,7 @@ OWN = {
     "mlflow": DATA / "mlflow" / "sqlite" / "mlflow.db",
     "llamafactory": DATA / "llamafactory" / "graduate_agent",
     "detectron2": DATA / "detectron2" / "output",
+    "mmengine": DATA / "mmengine" / "mmpretrain_resnet50",
     "keras-csv": DATA / "keras_csv" / "voice_identification",
     "axolotl": DATA / "axolotl" / "axolotl.yml",
     "hf-stdout": SAMPLES / "attn" / "train.log",

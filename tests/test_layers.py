@@ -1,54 +1,34 @@
 """The layers of ``runcompare.sources`` and the direction of imports, read from the source.
 
 formats never import each other (a module named ``_x`` in formats/ is a helper of a format,
-named after it or in its package, used by it alone, and imports no format); codecs know no format (they import only codecs and the errors);
-textlog, naming and
-config import no format; nothing under sources/ imports the layers above it.
+named after it or in its package, used by it alone, and imports no format); codecs know no
+format (they import only codecs and the errors); textlog, naming and config import no format. That nothing under sources/ imports the layers above it is
+``tests/test_imports.py``'s rule for the whole package.
 """
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parent.parent / "src"
-SOURCES = SRC / "runcompare" / "sources"
-ABOVE = ("runcompare.load", "runcompare.cli", "runcompare.analysis", "runcompare.report",
-         "runcompare.export", "runcompare.audit", "runcompare.cache", "runcompare.axes")
+from .importgraph import PACKAGE, imports, module_name
 
-
-def _module(path: Path) -> str:
-    parts = list(path.relative_to(SRC).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+SOURCES = PACKAGE / "sources"
 
 
 def _imports(path: Path, module: str | None = None) -> set[str]:
     """The runcompare modules ``path`` (the module ``module``, by default the one at that
-    path) imports, anywhere in the file (``from . import x`` counts ``x`` when it is one)."""
-    package = (module or _module(path)).split(".")
-    if path.name != "__init__.py":
-        package = package[:-1]
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            base = package[:len(package) - node.level + 1] if node.level else []
-            target = ".".join(base + ([node.module] if node.module else []))
-            found.add(target)
-            found |= {f"{target}.{alias.name}" for alias in node.names}
-    known = {_module(p) for p in SRC.rglob("*.py")}
-    return {name for name in found if name in known}
+    path) imports, at the top or in a function (:func:`.importgraph.imports`)."""
+    return set(imports(path, module))
 
 
 MODULES = sorted(SOURCES.rglob("*.py"))
 #: Format modules (formats/x.py, formats/<package>/x.py), their helpers (a name starting with
 #: ``_``) and the packages holding them (formats/, formats/wandb/).
-FORMATS = {_module(p) for p in (SOURCES / "formats").rglob("[!_]*.py")}
-HELPERS = {_module(p) for p in (SOURCES / "formats").rglob("_*.py") if p.name != "__init__.py"}
-PACKAGES = {_module(p) for p in (SOURCES / "formats").rglob("__init__.py")}
+FORMATS = {module_name(p) for p in (SOURCES / "formats").rglob("[!_]*.py")}
+HELPERS = {module_name(p) for p in (SOURCES / "formats").rglob("_*.py") if p.name != "__init__.py"}
+PACKAGES = {module_name(p) for p in (SOURCES / "formats").rglob("__init__.py")}
 
 
 def test_the_layers_exist():
@@ -62,8 +42,8 @@ def test_the_layers_exist():
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: p.relative_to(SOURCES).as_posix())
 def test_imports_point_down(path):
-    name, imported = _module(path), _imports(path)
-    assert not {m for m in imported if m.startswith(ABOVE)}, f"{name} imports a layer above"
+    """Inside sources/ (``tests/test_imports.py`` keeps sources/ below the layers above it)."""
+    name, imported = module_name(path), _imports(path)
     if name in FORMATS:
         assert not imported & (FORMATS - {name}), f"{name} imports another format"
     if name in HELPERS or name.startswith(("runcompare.sources.textlog",
@@ -93,7 +73,7 @@ def test_a_helper_is_named_after_its_owner_and_used_by_it_alone(helper):
     """``_hf_trainer_json`` is hf_trainer's, ``wandb/_steps`` the W&B formats': no other
     module of sources/ imports them."""
     owner = _owner(helper)
-    users = {_module(p) for p in MODULES if helper in _imports(p)}
+    users = {module_name(p) for p in MODULES if helper in _imports(p)}
     assert users and all(u == owner or u.startswith(f"{owner}.") for u in users), (
         f"{helper} ({owner}'s) is imported by {sorted(users)}")
 
@@ -110,7 +90,7 @@ def test_the_rule_is_checked_on_a_module_that_breaks_it(tmp_path):
     """The import reader sees relative imports of a format from a format."""
     fake = SOURCES / "formats" / "megatron.py"
     found = _imports(fake)
-    assert "runcompare.sources.textlog.lines" in found and "runcompare.sources.textlog.logs" in found
+    assert {"runcompare.sources.textlog.lines", "runcompare.sources.textlog.logs"} <= found
     assert "runcompare.sources.format" in found
     text = fake.read_text(encoding="utf-8") + "\nfrom . import nanogpt\n"
     copy = tmp_path / "megatron.py"

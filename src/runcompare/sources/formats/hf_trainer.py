@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import re
 from collections.abc import Mapping
 from contextlib import suppress
@@ -285,8 +286,22 @@ def _scalars(history: History) -> tuple[pl.DataFrame, dict[str, str],
     names = {key: canonical(key) for key in dict.fromkeys(keys)}
     metric = pl.Series("metric", keys, dtype=pl.String).replace_strict(names,
                                                                        return_dtype=pl.String)
-    return (*_frame(metric, pl.Series("value", values, dtype=pl.Float64, strict=False),
-                    pl.Series("step", steps, dtype=pl.Int64), names), None)
+    value = pl.Series("value", values, dtype=pl.Float64, strict=False)
+    if value.null_count():  # an integer no float holds (a 400-digit count): ±inf, as it overflows
+        value = pl.Series("value", [_as_float(v) for v in values], dtype=pl.Float64)
+    return (*_frame(metric, value, pl.Series("step", steps, dtype=pl.Int64), names), None)
+
+
+def _as_float(value: float) -> float:
+    """``value`` as a float; an integer past a float's range as the infinity of its sign.
+
+    >>> _as_float(3), _as_float(-10 ** 400)
+    (3.0, -inf)
+    """
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 def _frame(metric: pl.Series, value: pl.Series | np.ndarray, step: pl.Series | np.ndarray,
