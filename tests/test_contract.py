@@ -68,6 +68,8 @@ BROKEN = {
                     "1 points without a step"),
     "a null metric": (_raw(scalars=_points(metric=pl.Series(["train/loss", None]))),
                       "1 points without a metric"),
+    "a null value": (_raw(scalars=_points(value=pl.Series([2.5, None]))),
+                     "1 points without a value"),
     "a null leg": (_raw(scalars=_points(leg=pl.Series([0, None], dtype=pl.Int32))),
                    "1 points without a leg"),
     "a negative leg": (_raw(scalars=_points(leg=pl.Series([0, -1], dtype=pl.Int32))),

@@ -4,10 +4,10 @@
 A reader owns turning its log into the model's terms: the step unit is one of
 :data:`~runcompare.model.STEP_UNITS`, the points frame is exactly
 :data:`~runcompare.model.RAW_SCHEMA` (columns, order and types), and every point has a metric,
-a whole step and a leg (a value may be null: :data:`NULLABLE`). A log's step that is not a whole
-number (``1.5``) is bad input that only the reader can report well (it knows the line or record and the fix, as the JSON-lines reader
-and ``--set step_metric`` for W&B do): a points frame that still holds one, or any step that is
-not an ``Int64``, is a bug in that reader. So is anything else here that does not hold; each is
+a value (NaN and ±inf as logged), a whole step and a leg. A log's step that is not a whole
+number (``1.5``) is bad input that only the reader can report well (it knows the line or record
+and the fix, as the JSON-lines reader and ``--set step_metric`` for W&B do): a points frame
+that still holds one, or any step that is not an ``Int64``, is a bug in that reader. So is anything else here that does not hold; each is
 a :class:`~runcompare.errors.ReaderError` naming the format, the file and what was wrong, never
 a truncated step or a ``KeyError`` further on.
 
@@ -29,9 +29,8 @@ if TYPE_CHECKING:
 __all__ = ["check_raw"]
 
 #: Columns of the points frame that may hold nulls (the others may not): a point's wall time
-#: is unknown in many logs; and hf-trainer keeps a logged number that no float holds (a
-#: 401-digit integer) as a point without a value (``tests/test_hf_trainer.py``).
-NULLABLE = frozenset({"wall_time", "value"})
+#: is unknown in many logs.
+NULLABLE = frozenset({"wall_time"})
 
 
 def check_raw(raw: object, fmt: str, path: Path) -> RawLog:
