@@ -117,9 +117,9 @@ def _loader() -> type[Any]:
             return loader.construct_mapping(node, deep=True)
         if isinstance(node, yaml.SequenceNode):
             return loader.construct_sequence(node, deep=True)
-        return loader.construct_scalar(node)  # type: ignore[arg-type]
+        return loader.construct_scalar(node)
 
-    class Loader(yaml.SafeLoader):
+    class Loader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML ships no types: Any here
         pass
 
     Loader.add_multi_constructor("", untagged)

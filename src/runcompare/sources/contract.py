@@ -3,13 +3,13 @@
 
 A reader owns turning its log into the model's terms: the step unit is one of
 :data:`~runcompare.model.STEP_UNITS`, the points frame is exactly
-:data:`~runcompare.model.RAW_SCHEMA` (columns, order and types), and every point has a metric, a
-whole step and a leg. A log's step that is not a whole number (``1.5``) is bad input that only
-the reader can report well (it knows the line or record and the fix, as the JSON-lines reader
-and ``--set step_metric`` for W&B do): a points frame that still holds one, or any step that is
-not an ``Int64``, is a bug in that reader. So is anything else here that does not hold; each is
-a :class:`~runcompare.errors.ReaderError` naming the format, the file and what was wrong, never
-a truncated step or a ``KeyError`` further on.
+:data:`~runcompare.model.RAW_SCHEMA` (columns, order and types), and every point has a metric,
+a value (NaN and ±inf as logged), a whole step and a leg. A log's step that is not a whole
+number (``1.5``) is bad input that only the reader can report well (it knows the line or record
+and the fix, as the JSON-lines reader and ``--set step_metric`` for W&B do): a points frame
+that still holds one, or any step that is not an ``Int64``, is a bug in that reader. So is
+anything else here that does not hold; each is a :class:`~runcompare.errors.ReaderError` naming
+the format, the file and what was wrong, never a truncated step or a ``KeyError`` further on.
 
 The checks read column types and polars' stored null counts, make one vectorised pass over the
 leg column, and one over a float step column only when there is one.

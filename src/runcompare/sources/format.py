@@ -156,9 +156,12 @@ def settle_claims(formats: Sequence[Format]) -> list[Format]:
         if fmt.claims is None:
             settled.append(fmt)
             continue
-        own, before = fmt.claims, tuple(earlier)
-        settled.append(replace(fmt, claims=lambda text, own=own, before=before:
-                               own(text) and not any(other(text) for other in before)))
-        earlier.append(own)
+        settled.append(replace(fmt, claims=_first_claimant(fmt.claims, tuple(earlier))))
+        earlier.append(fmt.claims)
     return settled
+
+
+def _first_claimant(own: Claims, before: tuple[Claims, ...]) -> Claims:
+    """``own`` narrowed to the logs that none of ``before`` claims."""
+    return lambda text: own(text) and not any(other(text) for other in before)
 

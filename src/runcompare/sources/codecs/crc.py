@@ -16,8 +16,8 @@ try:
 except ImportError:  # pragma: no cover - exercised by tests that hide the wheel
     google_crc32c = None  # type: ignore[assignment]
 
-__all__ = ["fast", "mask", "mask_array", "masked_crc32c", "masked_rows", "span_crcs", "unmask",
-           "value"]
+__all__ = ["extend", "fast", "mask", "mask_array", "masked_crc32c", "masked_rows", "span_crcs",
+           "unmask", "value"]
 
 MASK_DELTA = 0xA282EAD8
 U32 = 0xFFFFFFFF
@@ -41,6 +41,13 @@ def value(data: bytes) -> int:
     return int(span_crcs(buf, np.array([0]), np.array([buf.size]))[0])
 
 
+def extend(state: int, data: bytes) -> int:
+    """The CRC-32C register ``state`` carried on over ``data``, by the C implementation (only
+    where :func:`fast` says it is there)."""
+    assert google_crc32c is not None
+    return int(google_crc32c.extend(state, data))
+
+
 def mask(crc: int) -> int:
     return (((crc >> 15) | (crc << 17)) + MASK_DELTA) & U32
 
@@ -57,13 +64,15 @@ def masked_crc32c(data: bytes) -> int:
 def mask_array(crc: np.ndarray) -> np.ndarray:
     """Masked CRCs of an array of CRCs (uint32)."""
     crc = crc.astype(np.uint32)
-    return ((crc >> np.uint32(15)) | (crc << np.uint32(17))) + np.uint32(MASK_DELTA)
+    masked: np.ndarray = ((crc >> np.uint32(15)) | (crc << np.uint32(17))) + np.uint32(MASK_DELTA)
+    return masked
 
 
 def unmask(masked: np.ndarray) -> np.ndarray:
     """The CRCs behind an array of masked ones (uint32)."""
     rot = masked.astype(np.uint32) - np.uint32(MASK_DELTA)  # wraps modulo 2**32
-    return (rot << np.uint32(15)) | (rot >> np.uint32(17))
+    crcs: np.ndarray = (rot << np.uint32(15)) | (rot >> np.uint32(17))
+    return crcs
 
 
 @lru_cache(maxsize=1)

@@ -31,9 +31,10 @@ whole file), so damage is reported exactly as before.
 
 from __future__ import annotations
 
+import mmap
 import struct
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -58,6 +59,8 @@ WORKERS = 2
 
 #: (start, end) spans in the data of the pieces of one record, in order.
 Pieces = list[tuple[int, int]]
+#: Records as columns: the file offset of each one's first chunk, its start and its end.
+Spans = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 class HeaderError(ValueError):
@@ -131,20 +134,22 @@ def read_records(data: Buffer) -> Records:
     whole = kind == _FULL
     # three runs of records, each in file order: sound FULL chunks and split records before
     # ``stop``, then what the chunk-by-chunk walk kept after it
-    runs = [(pos[whole], pos[whole] + _CHUNK_HEADER, end[whole])]
+    runs: list[Spans] = [(pos[whole], pos[whole] + _CHUNK_HEADER, end[whole])]
     blob = data
     split = np.flatnonzero(~whole)
-    if split.size or multi:
-        blob = data if not memoryview(data).readonly else bytearray(data)
+    if split.size or multi:  # joined in place: in data when it is writable, else in a copy
+        joined_in = data if not isinstance(data, bytes) and not memoryview(data).readonly \
+            else bytearray(data)
+        blob = joined_in
         bounds = np.flatnonzero(kind[split] == _FIRST)
         pieces = [(int(pos[split[a]]), list(zip((pos[split[a:b]] + _CHUNK_HEADER).tolist(),
                                                 end[split[a:b]].tolist())))
                   for a, b in zip(bounds.tolist(), [*bounds[1:].tolist(), len(split)])]
-        joined = np.array([(start, *_join_in_place(blob, parts))
+        joined = np.array([(start, *_join_in_place(joined_in, parts))
                            for start, parts in pieces + multi], np.int64).reshape(-1, 3)
         if len(pieces):
-            runs[0] = _merge_runs(runs[0], tuple(joined[:len(pieces)].T))
-        runs.append(tuple(joined[len(pieces):].T))
+            runs[0] = _merge_runs(runs[0], _columns(joined[:len(pieces)]))
+        runs.append(_columns(joined[len(pieces):]))
     if full:
         at = np.array(full, np.int64)
         tail = np.frombuffer(blob, np.uint8)
@@ -156,8 +161,12 @@ def read_records(data: Buffer) -> Records:
     return Records(blob, starts, ends, offsets, damage)
 
 
-def _merge_runs(first: tuple[np.ndarray, ...],
-                second: tuple[np.ndarray, ...] | None = None) -> tuple[np.ndarray, ...]:
+def _columns(rows: np.ndarray) -> Spans:
+    """The columns of an ``(n, 3)`` array of ``(offset, start, end)`` rows."""
+    return rows[:, 0], rows[:, 1], rows[:, 2]
+
+
+def _merge_runs(first: Spans, second: Spans | None = None) -> Spans:
     """Two sets of ``(offsets, starts, ends)``, each in file order, merged in file order (no
     offset is in both)."""
     if second is None or not len(second[0]):
@@ -170,7 +179,7 @@ def _merge_runs(first: tuple[np.ndarray, ...],
         merged = np.empty(len(x) + len(y), np.int64)
         merged[at_a], merged[at_b] = x, y
         out.append(merged)
-    return tuple(out)
+    return out[0], out[1], out[2]
 
 
 def read_records_sequential(data: bytes) -> Records:
@@ -208,7 +217,7 @@ def _frame(buf: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     limit = first + BLOCK
     pos = np.maximum(first, len(HEADER))
     stop = size
-    found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    found: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []  # block, pos, end, kind
     live = np.flatnonzero(pos < size)
     while live.size:
         at = pos[live]
@@ -290,7 +299,7 @@ def _first_bad_crc(buf: np.ndarray, pos: np.ndarray,
         u32[after], u16[after + 4], buf[pad] = value[:-1], 0, 0
         try:
             return _first_bad(bounds, lambda lo, hi: ~zlib.crc32(
-                buf[int(pos[lo]) + 6:int(end[hi - 1])], _U32) & _U32 == int(value[hi - 1]),
+                buf[int(pos[lo]) + 6:int(end[hi - 1])].data, _U32) & _U32 == int(value[hi - 1]),
                               threads=WORKERS), restore
         except BaseException:
             restore()
@@ -309,7 +318,7 @@ def _first_bad_crc(buf: np.ndarray, pos: np.ndarray,
         piece[:] = buf[a:b]
         p, q = int(patch_at[lo]), int(patch_at[hi - 1])
         piece[where[p:q] - a] = what[p:q]
-        return ~zlib.crc32(piece, _U32) & _U32 == int(value[hi - 1])
+        return ~zlib.crc32(piece.data, _U32) & _U32 == int(value[hi - 1])
 
     return _first_bad(bounds, sound), _nothing
 
@@ -321,7 +330,8 @@ def _nothing() -> None:
 def _view(buf: np.ndarray, dtype: str) -> np.ndarray:
     """``buf`` as overlapping words of ``dtype``, one starting at every byte (unaligned)."""
     width = np.dtype(dtype).itemsize
-    return np.ndarray((max(buf.size - width + 1, 0),), dtype, buf, 0, (1,))
+    words: np.ndarray = np.ndarray((max(buf.size - width + 1, 0),), dtype, buf, 0, (1,))
+    return words
 
 
 def _first_bad(bounds: np.ndarray, sound: Callable[[int, int], bool], *,
@@ -329,7 +339,8 @@ def _first_bad(bounds: np.ndarray, sound: Callable[[int, int], bool], *,
     """The first chunk that is not ``sound``: stretch after stretch (``bounds``; with
     ``threads``, that many at once, ``zlib`` releasing the GIL), then by halving the first
     stretch that is not."""
-    stretches = list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+    stretches: list[tuple[int, int]] = list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+    verdicts: Iterable[bool]
     if threads > 1 and len(stretches) > 1:
         with ThreadPoolExecutor(max_workers=threads) as pool:
             verdicts = list(pool.map(lambda span: sound(*span), stretches))
@@ -348,7 +359,7 @@ def _first_bad(bounds: np.ndarray, sound: Callable[[int, int], bool], *,
     return int(bounds[-1])
 
 
-def _join_in_place(blob: Buffer, parts: Pieces) -> tuple[int, int]:
+def _join_in_place(blob: bytearray | mmap.mmap, parts: Pieces) -> tuple[int, int]:
     """Move a record's pieces up against its last one; the span of the joined record."""
     tail_start, end = parts[-1]
     for a, b in reversed(parts[:-1]):
@@ -413,7 +424,7 @@ def _scan(data: Buffer, full: list[int], multi: list[tuple[int, Pieces]],
         damage.append((start, "record cut off at the end of the file"))
 
 
-def _problem(data: bytes, pos: int, crc: int, length: int, kind: int, left: int) -> str | None:
+def _problem(data: Buffer, pos: int, crc: int, length: int, kind: int, left: int) -> str | None:
     """What is wrong with the chunk at ``pos``, or None when it is a sound FIRST/MIDDLE/LAST
     (or FULL) chunk."""
     size = len(data)
@@ -448,13 +459,13 @@ def _resync(data: Buffer, pos: int, block_end: int) -> int:
     return block_end
 
 
-def _drop_partial(start: int, damage: list[tuple[int, str]]) -> tuple[list[bytes], int]:
+def _drop_partial(start: int, damage: list[tuple[int, str]]) -> tuple[Pieces, int]:
     """Forget a record whose FIRST chunk was seen but whose LAST never came."""
     damage.append((start, "record without its last chunk; dropped"))
     return [], -1
 
 
-def _describe_header(head: bytes) -> str:
+def _describe_header(head: bytes | bytearray) -> str:
     if head[:4] == HEADER[:4]:
         return f"unsupported .wandb header {head.hex(' ')} (expected {HEADER.hex(' ')})"
     return f"no .wandb header (file starts with {head.hex(' ') or 'nothing'})"

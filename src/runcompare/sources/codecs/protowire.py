@@ -88,7 +88,8 @@ class Column:
         """Lanes where the field occurred (last) with this wire type."""
         if self._wire is None:
             return np.zeros(self.size, bool)
-        return self._wire == wire
+        found: np.ndarray = self._wire == wire
+        return found
 
 
 @dataclass
@@ -286,7 +287,8 @@ def _index(lanes: np.ndarray | slice, sel: np.ndarray | slice,
         return lanes
     if isinstance(lanes, slice):
         return sel
-    return lanes[sel]
+    picked: np.ndarray = lanes[sel]
+    return picked
 
 
 def _rows(rows: list[tuple[np.ndarray | None, np.ndarray, np.ndarray]],
@@ -366,8 +368,9 @@ def _factorize(hashed: np.ndarray, distinct: np.ndarray) -> np.ndarray:
             if np.unique(slot).size == distinct.size:
                 table = np.zeros(1 << width, np.uint32)
                 table[slot.astype(np.intp)] = np.arange(distinct.size, dtype=np.uint32)
-                return table[((hashed >> np.uint64(shift)) & np.uint64((1 << width) - 1))
-                             .astype(np.intp)]
+                codes: np.ndarray = table[((hashed >> np.uint64(shift))
+                                           & np.uint64((1 << width) - 1)).astype(np.intp)]
+                return codes
     order = np.argsort(distinct)
     return order[np.searchsorted(distinct[order], hashed)].astype(np.uint32)
 
@@ -426,6 +429,7 @@ def fields(buf: bytes, pos: int = 0, end: int | None = None) -> Iterator[tuple[i
     [(1, 0, 150), (2, 2, b'hi')]
     """
     end = len(buf) if end is None else end
+    value: int | bytes
     while pos < end:
         key, pos = varint_at(buf, pos, end)
         number, wire = key >> 3, key & 7

@@ -85,7 +85,8 @@ def _from_views(blob: Buffer, at: np.ndarray, size: np.ndarray, views: np.ndarra
     kind = pa.string_view() if ascii_ else pa.binary_view()
     array = pa.Array.from_buffers(kind, len(at), [None, pa.py_buffer(views), pa.py_buffer(blob)])
     try:
-        return pl.Series(pl.from_arrow(array)).cast(pl.String)
+        texts: pl.Series = pl.Series(pl.from_arrow(array)).cast(pl.String)
+        return texts
     except pl.exceptions.PolarsError:
         return pl.Series([bytes(blob[a:a + s]).decode("utf-8", errors="replace")
                           for a, s in zip(at.tolist(), size.tolist())], dtype=pl.String)

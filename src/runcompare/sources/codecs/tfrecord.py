@@ -188,7 +188,7 @@ def _chain(buf: np.ndarray, pos: int) -> tuple[np.ndarray, np.ndarray, int]:
 def _walk(buf: np.ndarray, pos: int, count: int) -> tuple[np.ndarray, np.ndarray, int]:
     """Follow up to ``count`` records one by one; stop before one that does not fit."""
     n = buf.size
-    raw = memoryview(buf)
+    raw = buf.data
     heads: list[int] = []
     lens: list[int] = []
     unpack = struct.Struct("<Q").unpack_from
@@ -254,7 +254,8 @@ def read_at(buf: np.ndarray, at: np.ndarray, dtype: str) -> np.ndarray:
     if at.size == 0 or buf.size < size:
         return np.empty(0, dtype)
     view = np.ndarray((buf.size - size + 1,), dtype, buffer=buf, strides=(1,))
-    return view[at]
+    values: np.ndarray = view[at]
+    return values
 
 
 def _u64(buf: np.ndarray, at: np.ndarray) -> np.ndarray:
@@ -332,7 +333,7 @@ def _chain_crc(buf: np.ndarray, heads: np.ndarray, lens: np.ndarray) -> int:
         lo, hi = np.searchsorted(fields, [begin, stop])
         windows = np.lib.stride_tricks.as_strided(piece, (piece.size - 3, 4), (1, 1))
         windows[fields[lo:hi] - begin] = values[lo:hi]
-        state = crc32c.google_crc32c.extend(state, piece.tobytes())
+        state = crc32c.extend(state, piece.tobytes())
         begin = stop
     return state ^ _U32
 
@@ -348,11 +349,13 @@ def _zeros_crcs(lens: np.ndarray) -> np.ndarray:
     low, high = int(lens.min()), int(lens.max())
     if high - low > 1 << 16:
         unique, inverse = np.unique(lens, return_inverse=True)
-        return np.array([_zeros_crc(int(n)) for n in unique], np.uint32)[inverse]
+        crcs: np.ndarray = np.array([_zeros_crc(int(n)) for n in unique], np.uint32)[inverse]
+        return crcs
     table = np.zeros(high - low + 1, np.uint32)
     for offset in np.flatnonzero(np.bincount(lens - low)):
         table[offset] = _zeros_crc(low + int(offset))
-    return table[lens - low]
+    crcs = table[lens - low]
+    return crcs
 
 
 # -- resynchronising after garbage ---------------------------------------------------------

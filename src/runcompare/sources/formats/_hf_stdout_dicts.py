@@ -44,7 +44,7 @@ def _pairs(dicts: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
 def _numbers(printed: pl.Series) -> pl.Series:
     """:func:`number` of each printed value, by a plain cast where that reads it (a
     quoted or bare float: nearly all), the full rules only for the rest."""
-    value = printed.str.strip_chars(" '\"").cast(pl.Float64, strict=False)
+    value: pl.Series = printed.str.strip_chars(" '\"").cast(pl.Float64, strict=False)
     missed = value.is_null() & printed.is_not_null()
     if missed.any():
         where = missed.arg_true()

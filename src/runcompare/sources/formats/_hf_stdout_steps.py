@@ -78,8 +78,8 @@ def _bar_total(per: pl.DataFrame, info: dict[str, Any], findings: list[Finding],
                file: Path) -> tuple[int | None, int]:
     """The training bar's total and what to divide its count by to get optimizer steps."""
     max_steps, accum = info.get("max_steps"), info.get("grad_accum")
-    seen = per.filter(kind="train").get_column("total").drop_nulls()
-    seen = _mode(seen) if seen.len() else None
+    totals = per.filter(kind="train").get_column("total").drop_nulls()
+    seen = _mode(totals) if totals.len() else None
     if max_steps and accum and accum > 1 and seen == max_steps * accum:
         findings.append(Finding(
             "info", "bar-counts-micro-steps",
@@ -112,13 +112,13 @@ def _logging_steps(per: pl.DataFrame, info: dict[str, Any], hints: dict[str, Any
         return every
     if given or info.get("steps_per_epoch") is None or not barless:
         return given
-    advance = train.select(_in_leg(pl.col("epoch").diff(), train) * info["steps_per_epoch"])
-    advance = advance.to_series().drop_nulls()
+    advance: pl.Series = train.select(_in_leg(pl.col("epoch").diff(), train)
+                                      * info["steps_per_epoch"]).to_series().drop_nulls()
     advance = advance.filter(advance > 0.5)
     if advance.is_empty():
         return None
     every = round(float(advance.median()))  # type: ignore[arg-type]
-    if every < 1 or (advance - every).abs().max() > 0.05 * every + 0.01:  # type: ignore[operator]
+    if every < 1 or (advance - every).abs().max() > 0.05 * every + 0.01:
         return None
     findings.append(Finding("info", "logging-steps-from-epoch",
                             f"{file}: logging_steps {every} inferred from the epoch advance "

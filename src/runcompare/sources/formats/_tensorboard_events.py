@@ -24,6 +24,7 @@ import numpy as np
 import polars as pl
 
 from ..codecs import protowire as pw
+from ..codecs.files import Buffer
 from ..codecs.tfrecord import HEADER, frame, read_at
 
 __all__ = ["EventFile", "decode"]
@@ -70,7 +71,7 @@ _SCALARS = {"metric": pl.String, "value": pl.Float64, "step": pl.Int64, "wall_ti
 CHUNK = 1 << 18
 
 
-def decode(data: bytes, plugins: dict[str, str] | None = None) -> EventFile:
+def decode(data: Buffer, plugins: dict[str, str] | None = None) -> EventFile:
     """Decode the bytes of one event file. Never raises on bad bytes: they become ``damage``.
 
     ``plugins`` maps tags to the plugin named in their metadata; it is read and updated so
@@ -118,7 +119,7 @@ def _decode_chunk(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, firs
         out.skipped[kind] += int((event.fields[number].has(2) & ok).sum())
     out.starts += [(first + i, s) for i, s in _session_starts(buf, event, step)]
     values = _values(buf, event, ok)
-    bad = event.bad.copy()
+    bad: np.ndarray = event.bad.copy()
     frame = _decode_values(buf, values, wall, step, plugins, out, bad)
     parts.append(frame.with_columns(pl.col("event") + first) if first else frame)
     return bad
@@ -211,11 +212,11 @@ def _decode_values(buf: np.ndarray, values: _Values, wall: np.ndarray, step: np.
     value[fast] = decoded
     keep = simple | fast
     for row in np.flatnonzero(scalar_tensor & ~fast):
-        number = _slow_scalar(buf, int(values.start[row]), int(values.end[row]))
-        if number is None:
+        scalar = _slow_scalar(buf, int(values.start[row]), int(values.end[row]))
+        if scalar is None:
             out.skipped["non-scalar tensors"] += 1
         else:
-            value[row], keep[row] = number, True
+            value[row], keep[row] = scalar, True
     others = np.flatnonzero(live & ~simple & ~scalar_tensor)
     _count_skipped(plugin[others], fields[8].has(2)[others], kinds, out)
     special = others[np.isin(plugin[others], np.array(

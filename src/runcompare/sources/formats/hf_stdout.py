@@ -108,26 +108,29 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None,
     logs = logs_at(path, claims, missing="no HF Trainer stdout found (a .log/.out/.txt "
                           "file with the Trainer's dicts such as {'loss': ...} or its '***** "
                           "Running training *****' block)")
-    events, pairs, values, marks, blanks, args, findings = [], [], [], [], [], [], []
+    parts: dict[str, list[pl.DataFrame]] = {
+        name: [] for name in ("events", "pairs", "values", "marks", "blank", "args")}
+    findings: list[Finding] = []
     for index, file in enumerate(logs):
         lines = read_lines(file, _parse, layout=_dict_layout, merge=_merge)
         offset = pl.col("line") + (index << 40)
-        events.append(lines.tables["events"].with_columns(pos=offset))
-        pairs.append(lines.tables["pairs"].with_columns(pos=offset).drop("line"))
-        values.append(lines.tables.get("values", _NO_VALUES).with_columns(pos=offset)
-                      .drop("line"))
-        marks.append(lines.tables["marks"].with_columns(pos=offset).drop("line"))
-        blanks.append(lines.tables["blank"].select(pos=offset))
-        args.append(lines.tables["args"].with_columns(pos=offset))
+        parts["events"].append(lines.tables["events"].with_columns(pos=offset))
+        parts["pairs"].append(lines.tables["pairs"].with_columns(pos=offset).drop("line"))
+        parts["values"].append(lines.tables.get("values", _NO_VALUES).with_columns(pos=offset)
+                               .drop("line"))
+        parts["marks"].append(lines.tables["marks"].with_columns(pos=offset).drop("line"))
+        parts["blank"].append(lines.tables["blank"].select(pos=offset))
+        parts["args"].append(lines.tables["args"].with_columns(pos=offset))
         findings += lines.findings(file)
     # each chunk's events are in (line, off) order, and chunks and files come in order; one
     # copy into whole columns makes the many passes over the events cheaper
-    events = pl.concat(events, how="diagonal_relaxed", rechunk=True)
-    marks = pl.concat(marks, rechunk=True)
-    blank = pl.concat(blanks).get_column("pos").to_numpy()
+    events = pl.concat(parts["events"], how="diagonal_relaxed", rechunk=True)
+    marks = pl.concat(parts["marks"], rechunk=True)
+    blank = pl.concat(parts["blank"]).get_column("pos").to_numpy()
     return _assemble(path, logs, _with_bars(events, marks, blank), marks,
-                     pl.concat(pairs), pl.concat(values, how="diagonal_relaxed", rechunk=True),
-                     findings, dict(hints or {}), _printed_args(pl.concat(args)))
+                     pl.concat(parts["pairs"]),
+                     pl.concat(parts["values"], how="diagonal_relaxed", rechunk=True),
+                     findings, dict(hints or {}), _printed_args(pl.concat(parts["args"])))
 
 
 def _parse(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
@@ -292,7 +295,8 @@ def _next_line(pos: pl.Series, blank: np.ndarray) -> pl.Series:
     [6, 8]
     """
     if not blank.size:
-        return pos + 1
+        after: pl.Series = pos + 1
+        return after
     at = pos.to_numpy() + 1
     for _ in range(4):  # a run of at most a few blank lines: a paste's, not a gap in the log
         hit = np.searchsorted(blank, at)
@@ -445,9 +449,9 @@ def _info(events: pl.DataFrame) -> tuple[dict[str, Any], dict[str, str]]:
     value wins."""
     rows = events.filter(pl.col("label").is_not_null() & pl.col("amount").is_not_null())
     rows = rows.group_by("leg", "label", maintain_order=True).first().sort("leg")
-    rows = rows.select("label", "amount").rows()
-    return ({INFO[label]: int(amount.replace(",", "")) for label, amount in rows},
-            {INFO[label]: label for label, _ in rows})
+    pairs = rows.select("label", "amount").rows()
+    return ({INFO[label]: int(amount.replace(",", "")) for label, amount in pairs},
+            {INFO[label]: label for label, _ in pairs})
 
 
 def _leg_starts(events: pl.DataFrame) -> dict[int, int]:
@@ -464,8 +468,8 @@ def _facts(info: dict[str, Any], labels: dict[str, str], per: pl.DataFrame,
     where = logs[-1].name
     facts: dict[str, Fact[Any]] = {name: Fact(value, f"{where}: {labels[name]}", "logged")
                                    for name, value in info.items() if value}
-    facts["global_step"] = Fact(int(per.get_column("step").max()),  # type: ignore[arg-type]
-                                f"{where}: last step of the Trainer's log dicts")
+    last = int(per.get_column("step").max())  # type: ignore[arg-type]
+    facts["global_step"] = Fact(last, f"{where}: last step of the Trainer's log dicts")
     total = info.get("max_steps")
     if not total:  # no INFO block: the training bar's total, as the train logs saw it
         seen = per.filter(kind="train").get_column("total").drop_nulls()
@@ -473,7 +477,7 @@ def _facts(info: dict[str, Any], labels: dict[str, str], per: pl.DataFrame,
         if total:
             facts["max_steps"] = Fact(total, f"{where}: total of the training bar")
     bar = marks.filter(pl.col("total") == total).get_column("n").max() if total else None
-    if isinstance(bar, int) and bar > facts["global_step"].value:
+    if isinstance(bar, int) and bar > last:
         facts["global_step"] = Fact(bar, f"{where}: last count of the training bar ({bar}/"
                                     f"{total})")
     summary = per.filter(kind="summary").tail(1)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -34,6 +34,9 @@ from ..textlog.damage import unparsed_finding
 from ..textlog.lines import read_lines
 from ..textlog.logs import logs_at
 from ..textlog.points import number_legs, to_raw
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
 
 __all__ = ["FORMAT", "claims", "read"]
 
@@ -107,7 +110,7 @@ def _flat(decoded: pl.DataFrame) -> pl.DataFrame:
     """``line`` and one Float64 column per numeric leaf of the ``row`` structs."""
     columns: dict[str, pl.Expr] = {}
 
-    def walk(expr: pl.Expr, dtype: pl.DataType, key: str) -> None:
+    def walk(expr: pl.Expr, dtype: PolarsDataType, key: str) -> None:
         if isinstance(dtype, pl.Struct):
             for inner in dtype.fields:
                 walk(expr.struct.field(inner.name), inner.dtype,

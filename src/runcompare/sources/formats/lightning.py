@@ -171,7 +171,7 @@ def _read_metrics(file: Path) -> tuple[pl.DataFrame, dict[str, str], list[Findin
     if garbled.height:
         findings.append(Finding("warning", "damaged-input",
                                 f"{file}: {garbled.height} values are not numbers (first at "
-                                f"line {garbled.get_column('line').min()}); skipped them"))
+                                f"line {garbled.get_column('line').min()!s}); skipped them"))
     scalars = (points.filter(pl.col("value").is_not_null()).sort("line", maintain_order=True)
                .select([pl.col(c).cast(t) for c, t in RAW_SCHEMA.items()]))
     if scalars.is_empty() and not findings:

@@ -201,7 +201,7 @@ def _stamp(head: pl.Series) -> pl.Series:
               for f in formats]
     stamp = parsed[0] if len(parsed) == 1 else \
         pl.select(pl.when(whole).then(parsed[0]).otherwise(parsed[1])).to_series()
-    fast = stamp.dt.epoch("us").cast(pl.Float64) / 1e6
+    fast: pl.Series = stamp.dt.epoch("us").cast(pl.Float64) / 1e6
     if fast.null_count() and frame.select(pl.col("head").str.contains("[", literal=True)
                                           .any()).item():
         fast = frame.select(timestamp(pl.col("head"))).to_series()

@@ -246,8 +246,8 @@ def _file_run_name(run: Path, meta: Mapping[str, Any]) -> str | None:
         name = tag.read_text(encoding="utf-8", errors="replace").strip()
         if name:
             return name
-    name = meta.get("run_name")
-    return str(name) if name else None
+    given = meta.get("run_name")
+    return str(given) if given else None
 
 
 def _read_file_run(run: Path) -> tuple[RunRecord, list[Finding]]:

@@ -110,7 +110,7 @@ def _parse(frame: pl.DataFrame) -> pl.DataFrame:
         wall_time=pl.when("has_pair").then(timestamp(text)))
 
 
-def _pattern_parser(pattern: str, groups: list[str]):
+def _pattern_parser(pattern: str, groups: list[str]) -> Callable[[pl.DataFrame], pl.DataFrame]:
     def parse(frame: pl.DataFrame) -> pl.DataFrame:
         seg = split_cr(frame)
         found = seg.with_columns(m=pl.col("text").str.extract_groups(pattern)).unnest("m")

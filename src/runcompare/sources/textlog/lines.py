@@ -37,6 +37,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cache, partial
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal, TypedDict
 
 import numpy as np
 import polars as pl
@@ -47,6 +48,9 @@ from ..codecs.files import LFS_POINTER, refuse_lfs_pointer, writable
 from . import layout as _layout
 from .damage import PROBE, cut_finding, cut_tail
 from .layout import Layout
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
 
 __all__ = ["CHUNK_BYTES", "MAX_LINE_BYTES", "Lines", "Merge", "Parsed", "in_order", "into",
            "read_chunk", "read_lines"]
@@ -59,9 +63,23 @@ WORKERS = 2
 #: whole) and would cost minutes of parsing; it is left out, with an ``overlong-lines``
 #: warning. A printed log_history of 20,000 entries fits.
 MAX_LINE_BYTES = 4 << 20
-_CSV = {"has_header": False, "separator": "\x1f", "quote_char": None,
-        "schema": {"text": pl.String}, "encoding": "utf8-lossy", "truncate_ragged_lines": True,
-        "extra_columns": "ignore"}
+
+
+class _CsvOptions(TypedDict):
+    """The options of ``pl.read_csv`` that read a chunk's lines as one field each."""
+
+    has_header: bool
+    separator: str
+    quote_char: str | None
+    schema: dict[str, PolarsDataType]
+    encoding: Literal["utf8-lossy"]
+    truncate_ragged_lines: bool
+    extra_columns: Literal["ignore"]
+
+
+_CSV: _CsvOptions = {"has_header": False, "separator": "\x1f", "quote_char": None,
+                     "schema": {"text": pl.String}, "encoding": "utf8-lossy",
+                     "truncate_ragged_lines": True, "extra_columns": "ignore"}
 
 #: What a source's ``parse`` returns for a chunk: one frame, or frames by name (kept apart so
 #: that rows of one kind do not carry null columns of another).
@@ -257,7 +275,7 @@ def read_chunk(span: tuple[int, int], *, read: Callable[[tuple[int, int]], bytes
     scanned: list[pl.DataFrame] = []
     count, index = None, None  # index: the chunk's line index of each line left in data
     for _ in range(_layout.MAX_LAYOUTS if layout else 0):
-        found = layout(data)
+        found = layout(data) if layout else None
         if found is None:
             break
         lines, rows, data, rest = _layout.scan(data, found)
@@ -273,8 +291,7 @@ def read_chunk(span: tuple[int, int], *, read: Callable[[tuple[int, int]], bytes
     text = bytes(data)
     if b"\x1f" in text:  # the CSV reader's separator: one field per line
         text = text.replace(b"\x1f", b" ")
-    frame = (pl.read_csv(text, **_CSV) if text  # type: ignore[call-overload]
-             else pl.DataFrame(schema={"text": pl.String}))
+    frame = pl.read_csv(text, **_CSV) if text else pl.DataFrame(schema={"text": pl.String})
     line = pl.Series("line", index + 1 if index is not None else np.arange(1, frame.height + 1))
     frame = frame.select(line, "text")
     marks = garbled

@@ -35,7 +35,8 @@ def number_legs(rows: pl.DataFrame, *, launch: str, stepped: str, step: str = "s
     back = stepped_ & (pl.col(step) <= previous) & (launches == launches_before)
     raw = rows.select((launch_ | back.fill_null(False)).cast(pl.Int32).cum_sum()).to_series()
     origin = raw.filter(rows.get_column(points or stepped)).min()
-    return (raw - (origin or 0)).clip(lower_bound=0).cast(pl.Int32).alias("leg")
+    legs: pl.Series = (raw - (origin or 0)).clip(lower_bound=0).cast(pl.Int32).alias("leg")
+    return legs
 
 
 def to_raw(frame: pl.DataFrame, columns: Mapping[str, str]) -> pl.DataFrame:

@@ -126,7 +126,10 @@ def record_types(buf: np.ndarray, starts: np.ndarray,
     records are typed in parts, in threads, like :func:`decode_history`."""
     _, done = _in_parts(lambda lo, hi: _types_part(buf, starts[lo:hi], ends[lo:hi]),
                         len(starts))
-    return done[0] if len(done) == 1 else tuple(np.concatenate(c) for c in zip(*done))
+    if len(done) == 1:
+        return done[0]
+    kinds, body_starts, body_ends = (np.concatenate(c) for c in zip(*done))
+    return kinds, body_starts, body_ends
 
 
 def _types_part(buf: np.ndarray, starts: np.ndarray,
@@ -323,7 +326,7 @@ def _plain_walk(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[
     value_at = key_at + key_len + 3
     if not shaped.all():
         plain[rows[~shaped]] = False
-    columns = (rows, key_at, key_len, value_at, value_len)
+    columns: tuple[np.ndarray, ...] = (rows, key_at, key_len, value_at, value_len)
     if not plain.all():
         keep = plain[rows]
         columns = tuple(column[keep] for column in columns)

@@ -21,7 +21,7 @@ import polars as pl
 
 from ....errors import InputError
 from ....model import Finding
-from ...codecs.files import read_file
+from ...codecs.files import Buffer, read_file
 from ...codecs.leveldb import HeaderError, read_records
 from ...codecs.protowire import ProtoError
 from ._history import HISTORY_SCHEMA, decode_history, record_types
@@ -184,7 +184,7 @@ def _dispatch(leg: Leg, kind: str, body: bytes, chunks: list[str]) -> None:
         chunks.append(decode_output(body)[2])
 
 
-def _summary(leg: Leg, blob: bytes, kinds: np.ndarray, starts: np.ndarray,
+def _summary(leg: Leg, blob: Buffer, kinds: np.ndarray, starts: np.ndarray,
              body_at: np.ndarray, body_end: np.ndarray) -> None:
     """The last value of each of :data:`SUMMARY_KEYS`: search the bytes backwards for the key
     and decode only the summary records that name it (wandb writes one after every log()).
@@ -204,7 +204,7 @@ def _summary(leg: Leg, blob: bytes, kinds: np.ndarray, starts: np.ndarray,
         _search(leg, blob, _FLOS, SUMMARY_KEYS[2:], 0, kinds, starts, body_at, body_end)
 
 
-def _search(leg: Leg, blob: bytes, needle: bytes, keys: tuple[str, ...], low: int,
+def _search(leg: Leg, blob: Buffer, needle: bytes, keys: tuple[str, ...], low: int,
             kinds: np.ndarray, starts: np.ndarray, body_at: np.ndarray,
             body_end: np.ndarray) -> int | None:
     """Set the last summary value of each of ``keys`` found in ``blob[low:]`` by searching
@@ -244,9 +244,10 @@ def _apply(target: dict[str, Any], updates: list[tuple[tuple[str, ...], str]],
     for path, _ in removes:
         node = target
         for part in path[:-1]:
-            node = node.get(part)
-            if not isinstance(node, dict):
+            child = node.get(part)
+            if not isinstance(child, dict):
                 break
+            node = child
         else:
             node.pop(path[-1], None)
 

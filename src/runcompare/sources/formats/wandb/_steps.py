@@ -213,7 +213,7 @@ def _points(items: pl.DataFrame, legs: list[Leg], step: str) -> tuple[pl.DataFra
     wall_time = pl.Series("wall_time", wall)
     missing = ~has_time & ~(has_runtime & known[point_leg])
     if missing.any():
-        wall_time = wall_time.set(pl.Series(missing), None)  # type: ignore[arg-type]
+        wall_time = wall_time.set(pl.Series(missing), None)
     frame = points.select(
         metric=key, value=value, step=pl.Series(tables[step][0][found]).round().cast(pl.Int64),
         wall_time=wall_time, leg=pl.col("leg"))
