@@ -151,7 +151,8 @@ def _assemble(path: Path, logs: list[Path], rows: pl.DataFrame, findings: list[F
     finding = unparsed_finding(logs[0], bad, "log lines with a step")
     findings += [finding] if finding else []
     facts, more = _bar_facts(long, bars, logs[0])
-    aliases = dict(long.select("metric", "key").unique("metric").iter_rows())
+    aliases = dict(long.select("metric", "key").unique("metric", keep="first",
+                                                       maintain_order=True).iter_rows())
     return RawLog(path=path, scalars=scalars, step_unit=unit, facts=facts,
                   findings=findings + more, files=logs,
                   aliases={m: k for m, k in aliases.items() if m != k})
@@ -171,7 +172,8 @@ def _pair_points(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     step = pl.coalesce(pl.col("seed_step").cast(pl.Float64), "line_step")
     pairs = pairs.with_columns(step=step)
     bad = pairs.filter(pl.col("step").is_not_null() & (pl.col("step") != pl.col("step").round()))
-    epochs = pairs.filter(pl.col("seed_epoch").is_not_null()).unique(["pos", "i"]).select(
+    epochs = pairs.filter(pl.col("seed_epoch").is_not_null()).unique(
+        ["pos", "i"], keep="first", maintain_order=True).select(
         "pos", "i", "line", "seed_step", "seed_epoch", "wall_time", "line_step", "step",
         key=pl.lit("epoch"), value="seed_epoch", pair=pl.lit(""))
     pairs = pl.concat([pairs, epochs.select(pairs.columns)])
@@ -229,7 +231,7 @@ def _bar_facts(long: pl.DataFrame, bars: pl.DataFrame,
         return facts, []
     total = int(bars.get_column("total").max())  # type: ignore[arg-type]
     bars = bars.filter(total=total)
-    lines = long.unique(["pos", "i"]).select("pos", "i", "step", is_line=pl.lit(True))
+    lines = long.unique(["pos", "i"], keep="first", maintain_order=True).select("pos", "i", "step", is_line=pl.lit(True))
     # a bar drawn on the same line before the print comes first
     seq = pl.concat([lines, bars.select("pos", "i", "n", is_line=pl.lit(False))],
                     how="diagonal_relaxed").sort("pos", "i", "is_line")
