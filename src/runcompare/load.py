@@ -41,6 +41,7 @@ from .resolve import (
     user_fact,
 )
 from .sources import REGISTRY, Format, detect, unreadable
+from .sources.codecs.files import one_look
 from .sources.config import config_facts, config_hparams, merge_hparams
 
 __all__ = ["expand", "load", "load_many"]
@@ -401,9 +402,10 @@ def expand(path: Path, *, source: str | None = None) -> list[tuple[Path, str, bo
     named after its folder. A folder holding HF output dirs beside TensorBoard runs gives
     all of them.
     """
-    formats = [f for f in detect(path, source=source).values() if not f.facts_only]
-    roots = list(dict.fromkeys(root for fmt in formats
-                               for root in fmt.roots(path)))
+    with one_look():  # detection and the formats' roots: each folder looked at once
+        formats = [f for f in detect(path, source=source).values() if not f.facts_only]
+        roots = list(dict.fromkeys(root for fmt in formats
+                                   for root in fmt.roots(path)))
     given = set(roots)
     outer = [root for root in roots if not any(parent in given for parent in root.parents)]
     if len(outer) < 2:
@@ -553,7 +555,10 @@ def _legs(raws: list[RawLog]) -> tuple[Leg, ...]:
     """Each leg's steps and wall-clock span, from the first of ``raws`` that logged wall times
     (every point it read, before restarts are resolved)."""
     for raw in raws:
-        wall = raw.scalars.get_column("wall_time").to_numpy()  # nulls as NaN
+        column = raw.scalars.get_column("wall_time")
+        if column.null_count() == column.len():  # none logged (trainer_state.json): no pass
+            continue
+        wall = column.to_numpy()  # nulls as NaN
         timed = np.isfinite(wall)
         if not timed.any():
             continue

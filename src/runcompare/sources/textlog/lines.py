@@ -39,7 +39,14 @@ import polars as pl
 
 from ...errors import InputError, UsageError
 from ...model import RAW_SCHEMA, Finding
-from ..codecs.files import LFS_POINTER, files_in, natural, refuse_lfs_pointer, writable
+from ..codecs.files import (
+    LFS_POINTER,
+    files_in,
+    folder_stamp,
+    natural,
+    refuse_lfs_pointer,
+    writable,
+)
 from . import layout as _layout
 from .layout import Layout
 
@@ -176,11 +183,8 @@ def log_files(path: Path, claims: Callable[[str], bool]) -> list[Path]:
 
 def _folder_logs(folder: Path) -> list[Path]:
     """The log files in ``folder`` (:func:`log_files`), in natural name order."""
-    try:
-        stat = folder.stat()
-    except OSError:
-        return []
-    return list(_logs_in(folder, stat.st_mtime_ns, stat.st_ino))
+    stamp = folder_stamp(folder)  # one stat a folder inside codecs.files.one_look
+    return [] if stamp is None else list(_logs_in(folder, *stamp))
 
 
 @lru_cache(maxsize=1 << 10)
