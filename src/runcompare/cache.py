@@ -85,10 +85,12 @@ def read_cached(fmt: Format, path: Path, *, enabled: bool = True,
     if not enabled:
         return fmt.read_at(path, hints=hints)
     try:
-        listing = _listing(fmt.files_at(path))
+        files = fmt.files_at(path)
+        small = not files or sum(os.stat(file).st_size for file in files) < store_from
+        listing = [] if small else _listing(files)  # resolved too: only what may be kept
     except OSError:
         return fmt.read_at(path, hints=hints)
-    if not listing or sum(size for _, size, *_ in listing) < store_from:
+    if small:
         return fmt.read_at(path, hints=hints)  # none is kept: none to look for
     entry = cache_dir() / _key(fmt.name, path, hints)
     cached = _load(entry, listing, path)
