@@ -176,7 +176,10 @@ def _legs(raws: list[RawLog]) -> tuple[Leg, ...]:
     """Each leg's steps and wall-clock span, from the first of ``raws`` that logged wall times
     (every point it read, before restarts are resolved)."""
     for raw in raws:
-        wall = raw.scalars.get_column("wall_time").to_numpy()  # nulls as NaN
+        column = raw.scalars.get_column("wall_time")
+        if column.null_count() == column.len():  # none logged (trainer_state.json): no pass
+            continue
+        wall = column.to_numpy()  # nulls as NaN
         timed = np.isfinite(wall)
         if not timed.any():
             continue

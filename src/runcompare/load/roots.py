@@ -11,6 +11,7 @@ from ..errors import InputError, UsageError
 from ..model import Run
 from ..remote import localize, origin, remote_url
 from ..sources import detect
+from ..sources.codecs.files import one_look
 
 __all__ = ["check_addressed", "expand", "folder_name", "given_root", "local", "mark_remote",
            "unique_names"]
@@ -29,9 +30,10 @@ def expand(path: Path, *, source: str | None = None) -> list[Root]:
     named after its folder. A folder holding HF output dirs beside TensorBoard runs gives
     all of them.
     """
-    formats = [f for f in detect(path, source=source).values() if not f.facts_only]
-    roots = list(dict.fromkeys(root for fmt in formats
-                               for root in fmt.roots(path)))
+    with one_look():  # detection and the formats' roots: each folder looked at once
+        formats = [f for f in detect(path, source=source).values() if not f.facts_only]
+        roots = list(dict.fromkeys(root for fmt in formats
+                                   for root in fmt.roots(path)))
     given = set(roots)
     outer = [root for root in roots if not any(parent in given for parent in root.parents)]
     if len(outer) < 2:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ..display import did_you_mean
 from ..errors import InputError, NoLogsFoundError, UsageError
-from .codecs.files import LFS_POINTER, files_in, lfs_message, may_read, passed_over
+from .codecs.files import LFS_POINTER, files_in, lfs_message, may_read, one_look, passed_over
 from .format import Format, settle_claims
 from .formats import (
     axolotl,
@@ -94,7 +94,8 @@ def detect(path: Path, *, source: str | None = None) -> dict[str, Format]:
         raise UsageError(f"unknown source {source!r}; {did_you_mean(source, REGISTRY)}choose one "
                          f"of {', '.join(REGISTRY)} (runcompare formats lists them)")
     names = [source] if source else list(REGISTRY)
-    found = {name: REGISTRY[name] for name in names if REGISTRY[name].finds(path)}
+    with one_look():  # the formats look at one moment of the tree, each folder stat'ed once
+        found = {name: REGISTRY[name] for name in names if REGISTRY[name].finds(path)}
     if not found:
         pointer = _lfs_pointer(path)
         if pointer is not None:

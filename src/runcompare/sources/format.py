@@ -102,7 +102,9 @@ class Format:
         whether :meth:`files_at` lists any (a text format: or :meth:`roots` finds runs)."""
         if self.sniff is not None:
             return self.sniff(path)
-        return bool(self.files_at(path)) or bool(self._below(path))
+        if self.claims is not None:  # runs below, else its logs at path: one walk, not two
+            return bool(self._below(path)) or bool(log_files(path, self.claims))
+        return bool(self.files_at(path))
 
     def roots(self, path: Path) -> list[Path]:
         """The run roots at ``path``: ``expand``'s; a text format's: the folders up to

@@ -77,6 +77,8 @@ typedef struct {
     int32_t *table; /* open addressing, -1 empty */
     size_t captable;
     int32_t row_keys; /* keys that gave a row so far */
+    int32_t *expect;  /* the key at each member position of the entry before (-1: none) */
+    size_t capexpect;
     Buffer order, key, value, index, spans;
     const unsigned char *index_name;
     size_t index_len;
@@ -458,12 +460,40 @@ static Key *key_of(Parser *ps, const unsigned char *s, size_t n) {
     return key;
 }
 
+/* The key [s, s + n) at member `position` of an entry: the one at that position in the entry
+ * before when it is the same (a logger writes the same keys in the same order: no hash),
+ * else key_of's, remembered for the next entry; NULL when out of memory. */
+static Key *expected(Parser *ps, size_t position, const unsigned char *s, size_t n) {
+    if (position < ps->capexpect && ps->expect[position] >= 0) {
+        Key *guess = &ps->keys[ps->expect[position]];
+        if (guess->n == n && memcmp(guess->s, s, n) == 0)
+            return guess;
+    }
+    Key *key = key_of(ps, s, n);
+    if (!key)
+        return NULL;
+    if (position >= ps->capexpect) {
+        size_t cap = ps->capexpect ? ps->capexpect * 2 : 16;
+        while (cap <= position)
+            cap *= 2;
+        int32_t *expect = realloc(ps->expect, cap * sizeof(int32_t));
+        if (!expect)
+            return NULL;
+        memset(expect + ps->capexpect, 0xff, (cap - ps->capexpect) * sizeof(int32_t));
+        ps->expect = expect;
+        ps->capexpect = cap;
+    }
+    ps->expect[position] = (int32_t)(key - ps->keys);
+    return key;
+}
+
 /* One entry at p ('{'). */
 static int entry(Parser *ps) {
     const unsigned char *start = ps->p;
     size_t first_row = ps->index.len / sizeof(int64_t);
     int64_t stamp = ps->entries + 1, step = 0;
     int have_step = 0, marks = 0;
+    size_t position = 0;
     ps->p++;
     skip_ws(ps);
     for (;;) {
@@ -471,11 +501,12 @@ static int entry(Parser *ps) {
         size_t n;
         if (plain_name(ps, &name, &n))
             return -1;
-        Key *key = key_of(ps, name, n);
+        Key *key = expected(ps, position, name, n);
         if (!key) {
             ps->failed_memory = 1;
             return -1;
         }
+        position++;
         if (key->stamp == stamp)
             return -1;
         key->stamp = stamp;
@@ -675,6 +706,7 @@ static PyObject *columns(PyObject *self, PyObject *args) {
 done:
     free(ps.keys);
     free(ps.table);
+    free(ps.expect);
     free(ps.order.data);
     free(ps.key.data);
     free(ps.value.data);

@@ -13,15 +13,16 @@ import errno
 import mmap
 import os
 import re
-from collections.abc import Callable
-from contextlib import suppress
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from contextvars import ContextVar
 from functools import lru_cache
 from pathlib import Path
 
 from ...errors import InputError
 
-__all__ = ["LFS_POINTER", "Buffer", "files_in", "folders_in", "lfs_message", "may_read",
-           "natural", "passed_over", "read_file",
+__all__ = ["LFS_POINTER", "Buffer", "files_in", "folders_in", "folder_stamp", "lfs_message",
+           "may_read", "natural", "one_look", "passed_over", "read_file",
            "refuse_lfs_pointer", "roots_under", "writable"]
 
 #: What the decoders read: ``bytes``, or a writable buffer with the same slicing and searching
@@ -60,8 +61,57 @@ def files_in(folder: Path) -> list[Path]:
 def folders_in(folder: Path) -> list[Path]:
     """The folders in ``folder`` (or links to one), in natural name order (:func:`natural`:
     the runs of a sweep as people count them)."""
-    return sorted((folder / name for name, kind in _listing(folder) if kind == "folder"),
-                  key=lambda path: natural(path.name))
+    stamp = folder_stamp(folder)
+    return [] if stamp is None else [folder / name for name in _folders(str(folder), *stamp)]
+
+
+@lru_cache(maxsize=1 << 10)
+def _folders(folder: str, mtime: int, inode: int) -> tuple[str, ...]:
+    """The names of :func:`folders_in`, sorted once for the folder's mtime (a sweep's folder
+    is walked by every format that looks for runs under it)."""
+    return tuple(sorted((name for name, kind in _entries(folder, mtime, inode)
+                         if kind == "folder"), key=natural))
+
+
+#: While :func:`one_look` is open: each folder looked at (its path) -> its stamp.
+_LOOKED: ContextVar[dict[str, tuple[int, int] | None] | None] = ContextVar(
+    "runcompare_looked", default=None)
+
+
+@contextmanager
+def one_look() -> Iterator[None]:
+    """Within it, each folder is looked at once: its stamp (:func:`folder_stamp`) is the one
+    of the first look, however many formats list it again (detecting a sweep's folder of 400
+    runs, 13 formats walk it: three stats a folder each, without this). What a detection
+    sees is then one moment of the tree, as a look at it would be. Nested uses share the
+    outer one's looks."""
+    if _LOOKED.get() is not None:
+        yield
+        return
+    token = _LOOKED.set({})
+    try:
+        yield
+    finally:
+        _LOOKED.reset(token)
+
+
+def folder_stamp(folder: Path) -> tuple[int, int] | None:
+    """The mtime (ns) and inode of ``folder`` (what the kept listings of a folder are checked
+    against: an entry added, removed or renamed changes the mtime), None when it cannot be
+    looked at; one stat per folder inside :func:`one_look`."""
+    looked = _LOOKED.get()
+    key = str(folder)
+    if looked is not None and key in looked:
+        return looked[key]
+    try:
+        stat = os.stat(key)
+    except OSError:
+        stamp = None
+    else:
+        stamp = (stat.st_mtime_ns, stat.st_ino)
+    if looked is not None:
+        looked[key] = stamp
+    return stamp
 
 
 #: Folders :func:`roots_under` never enters: a tool's own, not a run's (hidden ones neither).
@@ -108,11 +158,8 @@ def natural(name: str) -> tuple[tuple[object, ...], str]:
 
 
 def _listing(folder: Path) -> tuple[tuple[str, str], ...]:
-    try:
-        stat = folder.stat()
-    except OSError:
-        return ()
-    return _entries(str(folder), stat.st_mtime_ns, stat.st_ino)
+    stamp = folder_stamp(folder)
+    return () if stamp is None else _entries(str(folder), *stamp)
 
 
 @lru_cache(maxsize=1 << 10)

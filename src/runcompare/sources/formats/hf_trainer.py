@@ -266,7 +266,7 @@ def _scalars(history: History) -> tuple[pl.DataFrame, dict[str, str],
     if isinstance(history, _hf_trainer_json.Columns):
         names = {key: canonical(key) for key in history.keys}
         metrics = list(names.values())
-        metric = pl.Series("metric", metrics, dtype=pl.String).gather(history.key)
+        metric = pl.Series("metric", metrics, dtype=pl.String)[history.key]  # gather, no query
         return (*_frame(metric, history.value, history.step, names), (metrics, history.key))
     keys: list[str] = []
     values: list[float] = []

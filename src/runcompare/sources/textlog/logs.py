@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ...errors import InputError
-from ..codecs.files import files_in, natural
+from ..codecs.files import files_in, folder_stamp, natural
 from .lines import CHUNK_BYTES
 
 __all__ = ["HEAD_BYTES", "LOG_SUFFIXES", "head", "log_files", "logs_at"]
@@ -67,11 +67,8 @@ def log_files(path: Path, claims: Callable[[str], bool]) -> list[Path]:
 
 def _folder_logs(folder: Path) -> list[Path]:
     """The log files in ``folder`` (:func:`log_files`), in natural name order."""
-    try:
-        stat = folder.stat()
-    except OSError:
-        return []
-    return list(_logs_in(folder, stat.st_mtime_ns, stat.st_ino))
+    stamp = folder_stamp(folder)  # one stat a folder inside codecs.files.one_look
+    return [] if stamp is None else list(_logs_in(folder, *stamp))
 
 
 @lru_cache(maxsize=1 << 10)
