@@ -181,12 +181,13 @@ def reading(*names: str) -> Callable[[F], F]:
 
         @functools.wraps(function)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            given = {name: kwargs.pop(name) for name in chosen}
+            given = {name: default for name, (_, default) in _READ_OPTIONS.items()}
+            given.update((name, kwargs.pop(name)) for name in chosen)
             kwargs["read"] = ReadOptions(
-                source=given.get("source"), settings=given.get("settings") or (),
-                duplicates=given.get("duplicates", "keep-last"),
-                cache=not given.get("no_cache", False), config=given.get("config"),
-                pattern=given.get("pattern"), workers=None, scheduler=given.get("scheduler"))
+                source=given["source"], settings=given["settings"] or (),
+                duplicates=given["duplicates"], cache=not given["no_cache"],
+                config=given["config"], pattern=given["pattern"], workers=None,
+                scheduler=given["scheduler"])
             return function(*args, **kwargs)
 
         own = [p for p in declared.parameters.values() if p.name != "read"]

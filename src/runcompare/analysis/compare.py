@@ -94,9 +94,7 @@ class Comparison:
             return self.curve
         if self.smoothing is not None:
             return self.smoothing
-        xs = pl.concat([r.scalars.get_column(self.x).cast(pl.Float64) for r in self.runs])
-        span = float(xs.max() or 0.0) - float(xs.min() or 0.0)
-        return Smoothing("x", 0.0, _DEFAULT_HALF_LIFE).resolved(float(span) if span else 1.0)
+        return Smoothing("x", 0.0, _DEFAULT_HALF_LIFE).resolved(_x_range(self.runs, self.x) or 1.0)
 
     def drawn(self, run: Run, metric: str) -> pl.DataFrame:
         """``run``'s points of ``metric`` as the report and the figures draw them: those whose
@@ -346,6 +344,7 @@ def _scale(smoothing: Smoothing | None, runs: Sequence[Run], x: str,
 
 
 def _x_range(runs: Sequence[Run], x: str) -> float:
+    """The x range all the runs span together (0 when none has an x)."""
     spans = [run.scalars.get_column(x).cast(pl.Float64) for run in runs]
     values = [(s.min(), s.max()) for s in spans if s.null_count() < len(s)]
     if not values:
