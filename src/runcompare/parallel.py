@@ -4,9 +4,11 @@ output is the same as in one process.
 Workers are forked from a fork server that has imported runcompare but run nothing (forking
 a process whose polars threads are running can deadlock); each worker's polars uses its share
 of the cores. Starting the fork server costs an interpreter and its imports (about half a
-second), so this process works too: the tasks are cut into chunks, a thread hands them to the
-pool from the front while this process takes them from the back, and no core waits for the
-workers to start. Few tasks are all done here: starting workers costs more than they save.
+second), so this process works too: a thread hands chunks of the tasks to the pool from the
+front while this process takes them from the back, and no core waits for the workers to
+start. Each chunk is a share of the tasks not yet taken (:func:`chunk_size`), so they shrink
+as the work runs out and no process is left with a long chunk while the others wait. Few
+tasks are all done here: starting workers costs more than they save.
 On a Dask cluster (``scheduler``) every worker reads the paths it is given, so they must be
 paths the workers see (a shared filesystem); the runs come back to this process.
 """
@@ -16,14 +18,13 @@ from __future__ import annotations
 import multiprocessing
 import os
 import threading
-from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any, TypeVar
 
 from .errors import InputError
 
-__all__ = ["MIN_TASKS", "cores", "run_all", "workers_for"]
+__all__ = ["MIN_TASKS", "chunk_size", "cores", "run_all", "workers_for"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -76,23 +77,36 @@ def run_all(func: Callable[[T], R], tasks: Sequence[T], *, workers: int = 1,
     return _shared(func, tasks, workers, progress)
 
 
+def chunk_size(left: int, workers: int) -> int:
+    """The tasks one chunk takes when ``left`` are not yet taken: an eighth of each worker's
+    share (guided self-scheduling: large chunks while there is much to do, one task at a time
+    at the end, so the last chunk ends about when the others do).
+
+    >>> [chunk_size(left, 2) for left in (1000, 100, 15, 1)]
+    [62, 6, 1, 1]
+    """
+    return max(1, left // (workers * 8))
+
+
 def _shared(func: Callable[[T], R], tasks: Sequence[T], workers: int,
             progress: Callable[[int], None] | None) -> list[R]:
     """The tasks in chunks, done by ``workers - 1`` pool processes (from the front) and this
     one (from the back); the results in task order."""
     from concurrent.futures import ProcessPoolExecutor  # 20 ms to import: only for a pool
 
-    size = max(1, len(tasks) // (workers * 8))
-    waiting = deque(range(0, len(tasks), size))  # the first task of each chunk not yet taken
+    left = [0, len(tasks)]  # the tasks not yet taken: tasks[left[0]:left[1]]
     lock = threading.Lock()
     results: dict[int, list[R]] = {}
     failed: list[BaseException] = []
 
-    def take(front: bool) -> int | None:
+    def take(front: bool) -> range | None:
         with lock:
-            if failed or not waiting:
+            lo, hi = left
+            if failed or lo >= hi:
                 return None
-            return waiting.popleft() if front else waiting.pop()
+            size = chunk_size(hi - lo, workers)
+            left[:] = [lo + size, hi] if front else [lo, hi - size]
+            return range(lo, lo + size) if front else range(hi - size, hi)
 
     def feed() -> None:  # in a thread: starting the pool waits for the fork server
         try:
@@ -101,17 +115,18 @@ def _shared(func: Callable[[T], R], tasks: Sequence[T], workers: int,
                 running: dict[Future[list[R]], int] = {}
                 while True:
                     while len(running) < 2 * (workers - 1):
-                        first = take(front=True)
-                        if first is None:
+                        chunk = take(front=True)
+                        if chunk is None:
                             break
-                        running[pool.submit(_chunk, func, tasks[first:first + size])] = first
+                        running[pool.submit(_chunk, func, tasks[chunk.start:chunk.stop])] = \
+                            chunk.start
                     if not running:
                         return
                     finished, _ = wait(running, return_when=FIRST_COMPLETED)
                     for future in finished:
-                        chunk = future.result()
+                        done = future.result()
                         with lock:
-                            results[running.pop(future)] = chunk
+                            results[running.pop(future)] = done
         except BaseException as exc:  # noqa: BLE001 - raised in the calling thread below
             with lock:
                 failed.append(exc)
@@ -120,14 +135,14 @@ def _shared(func: Callable[[T], R], tasks: Sequence[T], workers: int,
     feeder.start()
     told = 0
     try:
-        while (first := take(front=False)) is not None:
-            chunk = _chunk(func, tasks[first:first + size])
+        while (chunk := take(front=False)) is not None:
+            done = _chunk(func, tasks[chunk.start:chunk.stop])
             with lock:
-                results[first] = chunk
+                results[chunk.start] = done
             told = _tell(progress, told, results, lock)
     except BaseException:
         with lock:
-            waiting.clear()
+            left[0] = left[1]
         raise
     finally:
         while feeder.is_alive():
