@@ -27,6 +27,7 @@ from ..errors import InputError, RuncompareError
 from ..model import Fact, Finding, RawLog, Run
 from ..resolve import SIDECAR
 from ..sources import REGISTRY, Format, detect, unreadable
+from ..sources.codecs.files import one_look
 from . import build
 from .build import Given, Sidecars
 
@@ -98,7 +99,14 @@ class Read:
 def stage(task: Task) -> Read | Finding:
     """Read one run (in a worker process or here): its run, or the run-skipped finding of a
     run that cannot be read (raised when it is the only one). A run built before from the
-    same files and settings comes from the cache whole."""
+    same files and settings comes from the cache whole. Detection, the cache's look and the
+    read see one moment of the run's folders (:func:`~..sources.codecs.files.one_look`); the
+    files read are stat'ed again after the read, so a file changed meanwhile is not kept."""
+    with one_look():
+        return _stage(task)
+
+
+def _stage(task: Task) -> Read | Finding:
     formats = _formats(task)
     if isinstance(formats, Finding):
         return formats

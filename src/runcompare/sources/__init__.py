@@ -24,7 +24,16 @@ from pathlib import Path
 
 from ..display import did_you_mean
 from ..errors import InputError, NoLogsFoundError, UsageError
-from .codecs.files import LFS_POINTER, files_in, lfs_message, may_read, one_look, passed_over
+from .codecs.files import (
+    LFS_POINTER,
+    files_in,
+    is_dir,
+    is_file,
+    lfs_message,
+    may_read,
+    one_look,
+    passed_over,
+)
 from .format import Format, settle_claims
 from .formats import (
     axolotl,
@@ -84,10 +93,10 @@ def detect(path: Path, *, source: str | None = None) -> dict[str, Format]:
     """
     if not path.exists() and not any(fmt.virtual(path) for fmt in FORMATS if fmt.virtual):
         raise InputError(f"{path}: no such file or directory")
-    if path.exists() and not path.is_file() and not path.is_dir():
+    if path.exists() and not is_file(path) and not is_dir(path):
         raise InputError(f"{path}: not a regular file or folder (a FIFO, socket or device, "
                          "which would never end); point runcompare at a log file or a run folder")
-    if path.is_file() and not may_read(path):
+    if is_file(path) and not may_read(path):
         raise InputError(f"{path}: cannot be read (permission denied); make it readable "
                          "(chmod +r) or read it as a user who may")
     if source is not None and source not in REGISTRY:
@@ -115,7 +124,7 @@ def unreadable(path: Path) -> str | None:
     """What under the folder ``path`` no reader could open (FIFOs, links to nothing or in a
     loop, no permission; not W&B's link to its own log, :func:`_wandb_core_log`), said in one
     sentence with the fix; None when there is nothing."""
-    found = passed_over(path, left=_wandb_core_log) if path.is_dir() else []
+    found = passed_over(path, left=_wandb_core_log) if is_dir(path) else []
     if not found:
         return None
     more = f" and {len(found) - 5} more" if len(found) > 5 else ""
@@ -155,7 +164,7 @@ def _wandb_core_log(link: Path, target: str) -> bool:
 
 def _lfs_pointer(path: Path) -> str | None:
     """What to say when ``path`` (or a file in the folder ``path``) is a Git LFS pointer."""
-    candidates = [path] if path.is_file() else files_in(path)  # no FIFO: it never answers
+    candidates = [path] if is_file(path) else files_in(path)  # no FIFO: it never answers
     for file in candidates[:200]:
         try:
             with file.open("rb") as handle:

@@ -29,6 +29,7 @@ from typing import Any
 from ..errors import InputError
 from ..facts import facts_from_config
 from ..model import Fact, Finding
+from .codecs.files import is_file
 
 __all__ = ["config_facts", "config_hparams", "hparams", "load_yaml", "nested_facts",
            "read_config"]
@@ -159,7 +160,7 @@ def config_facts(file: Path) -> dict[str, Fact[Any]]:
 def config_hparams(file: Path) -> dict[str, Fact[Any]]:
     """Every key of a YAML config (``--config FILE``, an Axolotl config) as :func:`hparams`;
     raises :class:`InputError` like :func:`read_config`."""
-    if not file.is_file():
+    if not is_file(file):
         raise InputError(f"{file}: no such config file")
     config = load_yaml(file)
     return hparams(config, where=file.name) if isinstance(config, Mapping) else {}
@@ -167,7 +168,7 @@ def config_hparams(file: Path) -> dict[str, Fact[Any]]:
 
 def read_config(file: Path) -> tuple[dict[str, Fact[Any]], list[Finding]]:
     """Facts and findings of one YAML config; see :func:`config_facts`."""
-    if not file.is_file():
+    if not is_file(file):
         raise InputError(f"{file}: no such config file")
     config = load_yaml(file)
     if not isinstance(config, Mapping):

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Protocol, cast
 
 from ..model import RawLog
-from .codecs.files import roots_under
+from .codecs.files import is_dir, roots_under
 from .contract import check_raw
 from .textlog.logs import log_files
 
@@ -118,7 +118,7 @@ class Format:
         """A text format's run folders under the folder ``path`` that holds none of its logs
         itself ([] for any other)."""
         claims = self.claims
-        if claims is None or not path.is_dir() or log_files(path, claims):
+        if claims is None or not is_dir(path) or log_files(path, claims):
             return []
         return roots_under(path, lambda folder: bool(log_files(folder, claims)),
                            depth=TEXT_DEPTH)

@@ -16,12 +16,14 @@ import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from contextvars import ContextVar
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from stat import S_ISDIR, S_ISREG
 
 from ...errors import InputError
 
-__all__ = ["LFS_POINTER", "Buffer", "files_in", "folders_in", "folder_stamp", "lfs_message",
+__all__ = ["LFS_POINTER", "Buffer", "files_in", "folders_in", "files_below", "folder_stamp", "is_dir", "is_file", "lfs_message",
            "may_read", "natural", "one_look", "passed_over", "read_file",
            "refuse_lfs_pointer", "roots_under", "writable"]
 
@@ -73,22 +75,30 @@ def _folders(folder: str, mtime: int, inode: int) -> tuple[str, ...]:
                          if kind == "folder"), key=natural))
 
 
-#: While :func:`one_look` is open: each folder looked at (its path) -> its stamp.
-_LOOKED: ContextVar[dict[str, tuple[int, int] | None] | None] = ContextVar(
-    "runcompare_looked", default=None)
+@dataclass
+class _Look:
+    """What :func:`one_look` has seen: each folder's stamp, and what each path is."""
+
+    stamps: dict[str, tuple[int, int] | None] = field(default_factory=dict)
+    kinds: dict[str, str | OSError | None] = field(default_factory=dict)
+
+
+#: While :func:`one_look` is open: what it has seen.
+_LOOKED: ContextVar[_Look | None] = ContextVar("runcompare_looked", default=None)
 
 
 @contextmanager
 def one_look() -> Iterator[None]:
-    """Within it, each folder is looked at once: its stamp (:func:`folder_stamp`) is the one
-    of the first look, however many formats list it again (detecting a sweep's folder of 400
-    runs, 13 formats walk it: three stats a folder each, without this). What a detection
-    sees is then one moment of the tree, as a look at it would be. Nested uses share the
-    outer one's looks."""
+    """Within it, each path is looked at once: a folder's stamp (:func:`folder_stamp`) and
+    what a path is (:func:`is_file`, :func:`is_dir`) are those of the first look, however
+    many formats ask again (detecting a run, 18 formats ask about its folder and the files
+    they know by name: 186 stats a run without this, 40 with it). What a detection and the
+    read after it see is then one moment of the tree, as a look at it would be. Nested uses
+    share the outer one's looks."""
     if _LOOKED.get() is not None:
         yield
         return
-    token = _LOOKED.set({})
+    token = _LOOKED.set(_Look())
     try:
         yield
     finally:
@@ -101,8 +111,8 @@ def folder_stamp(folder: Path) -> tuple[int, int] | None:
     looked at; one stat per folder inside :func:`one_look`."""
     looked = _LOOKED.get()
     key = str(folder)
-    if looked is not None and key in looked:
-        return looked[key]
+    if looked is not None and key in looked.stamps:
+        return looked.stamps[key]
     try:
         stat = os.stat(key)
     except OSError:
@@ -110,8 +120,59 @@ def folder_stamp(folder: Path) -> tuple[int, int] | None:
     else:
         stamp = (stat.st_mtime_ns, stat.st_ino)
     if looked is not None:
-        looked[key] = stamp
+        looked.stamps[key] = stamp
     return stamp
+
+
+def is_file(path: Path) -> bool:
+    """``path.is_file()`` (a regular file, or a link to one), one stat per path inside
+    :func:`one_look`; raises the OSError ``Path.is_file`` raises (no permission to look)."""
+    return _path_kind(path) == "file"
+
+
+def is_dir(path: Path) -> bool:
+    """``path.is_dir()``, one stat per path inside :func:`one_look` (as :func:`is_file`)."""
+    return _path_kind(path) == "folder"
+
+
+def _path_kind(path: Path) -> str | None:
+    """``file``, ``folder``, ``other`` or None (nothing there, as pathlib says it: a missing
+    path, a link to nothing or in a loop); raises the OSErrors pathlib raises."""
+    looked = _LOOKED.get()
+    key = str(path)
+    if looked is not None and key in looked.kinds:
+        kind = looked.kinds[key]
+    else:
+        kind = _looked_at(key)
+        if looked is not None:
+            looked.kinds[key] = kind
+    if isinstance(kind, OSError):
+        raise kind
+    return kind
+
+
+def _looked_at(path: str) -> str | OSError | None:
+    """What one stat says ``path`` is (:func:`_path_kind`), or the error to raise."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        return None if exc.errno in _NOTHING_THERE else exc
+    return "file" if S_ISREG(mode) else "folder" if S_ISDIR(mode) else "other"
+
+
+#: The errors by which pathlib's ``is_file``/``is_dir`` say "nothing there" (pathlib's
+#: ``_IGNORED_ERRNOS``); any other (no permission) is raised.
+_NOTHING_THERE = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP})
+
+
+def files_below(folder: Path, name: str, depth: int) -> list[Path]:
+    """The files called ``name`` in the folders ``depth`` levels under ``folder`` (what
+    ``folder.glob("*/" * depth + name)`` finds of them, hidden folders too), from the folders'
+    listings (:func:`files_in`), in the order they come."""
+    level = [folder]
+    for _ in range(depth):
+        level = [child for parent in level for child in folders_in(parent)]
+    return [file for below in level for file in files_in(below) if file.name == name]
 
 
 #: Folders :func:`roots_under` never enters: a tool's own, not a run's (hidden ones neither).

@@ -35,7 +35,7 @@ import polars as pl
 
 from ...errors import InputError
 from ...model import Finding
-from ..codecs.files import files_in
+from ..codecs.files import files_in, is_dir, is_file
 from ..codecs.sqlite_pages import Database, NotSqlite, Table
 
 __all__ = ["METRIC_SCHEMA", "RunRecord", "databases", "is_database", "pending", "read_run",
@@ -75,16 +75,16 @@ class RunRecord:
 
 def databases(path: Path) -> list[Path]:
     """The MLflow SQLite databases at ``path`` (the file itself, or files in the folder)."""
-    if path.is_file():
+    if is_file(path):
         return [path] if is_database(path) else []
-    if not path.is_dir():
+    if not is_dir(path):
         return []
     return [f for f in files_in(path) if f.suffix in SUFFIXES and is_database(f)]
 
 
 def is_database(file: Path) -> bool:
     """An SQLite file with MLflow's runs/metrics/params/tags tables (or named mlflow.db)."""
-    if not file.is_file():  # a FIFO would block the read forever
+    if not is_file(file):  # a FIFO would block the read forever
         return False
     try:
         with file.open("rb") as handle:
@@ -92,7 +92,7 @@ def is_database(file: Path) -> bool:
     except OSError:
         return False
     if magic != HEADER:
-        return file.name == DEFAULT_NAME and file.is_file()
+        return file.name == DEFAULT_NAME and is_file(file)
     try:
         with _connect(file) as conn:
             names = {row[0] for row in _query(
@@ -268,7 +268,7 @@ def _metrics(rows: list[tuple[Any, ...]]) -> pl.DataFrame:
 def pending(db: Path) -> list[Path]:
     """The non-empty ``-wal``/``-journal`` files beside ``db``: changes not yet in the file."""
     files = [db.with_name(db.name + suffix) for suffix in _SIDE_FILES]
-    return [file for file in files if file.is_file() and file.stat().st_size > 0]
+    return [file for file in files if is_file(file) and file.stat().st_size > 0]
 
 
 @contextmanager

@@ -24,7 +24,7 @@ import polars as pl
 
 from ...errors import InputError
 from ...model import RAW_SCHEMA, Finding, RawLog
-from ..codecs.files import files_in
+from ..codecs.files import files_in, is_dir, is_file
 from ..config import config_hparams, load_yaml, read_config
 from ..format import Format
 
@@ -40,9 +40,9 @@ _HAS_MICRO = re.compile(rb"^micro_batch_size\s*:", re.MULTILINE)
 
 def files(path: Path) -> list[Path]:
     """The Axolotl configs at ``path`` (a config file, or a run folder's top-level YAMLs)."""
-    if path.is_file():
+    if is_file(path):
         return [path] if _is_axolotl(path) else []
-    if not path.is_dir():
+    if not is_dir(path):
         return []
     candidates = [p for p in files_in(path) if p.suffix in _SUFFIXES]
     return [p for p in candidates if p.name not in _NOT_AXOLOTL and _is_axolotl(p)]
@@ -51,7 +51,7 @@ def files(path: Path) -> list[Path]:
 def _is_axolotl(file: Path) -> bool:
     """Cheap test first (a top-level ``micro_batch_size:`` line), then the parsed keys."""
     try:
-        if file.suffix not in _SUFFIXES or not file.is_file() or file.stat().st_size > _MAX_BYTES:
+        if file.suffix not in _SUFFIXES or not is_file(file) or file.stat().st_size > _MAX_BYTES:
             return False
         if not _HAS_MICRO.search(file.read_bytes()):
             return False

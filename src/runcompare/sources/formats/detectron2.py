@@ -21,7 +21,7 @@ from typing import Any
 
 from ...errors import InputError
 from ...model import Fact, RawLog
-from ..codecs.files import files_in, roots_under
+from ..codecs.files import files_in, is_dir, is_file, roots_under
 from ..format import Format
 from ..naming import PRINTED, canonical_names
 from ..textlog.points import to_raw
@@ -45,7 +45,7 @@ def _own_files(path: Path) -> list[Path]:
     """The metrics.json at ``path`` (the file, or the one in the folder) whose first line is
     an object with an ``iteration``."""
     try:
-        if path.is_file():
+        if is_file(path):
             candidates = [path] if path.name == LOG else []
         else:
             candidates = [file for file in files_in(path) if file.name == LOG]
@@ -59,7 +59,7 @@ def expand(path: Path) -> list[Path]:
     those further down (:func:`~..codecs.files.roots_under`)."""
     if _own_files(path):
         return [path]
-    return roots_under(path, lambda folder: bool(_own_files(folder))) if path.is_dir() else []
+    return roots_under(path, lambda folder: bool(_own_files(folder))) if is_dir(path) else []
 
 
 def _is_detectron2(file: Path) -> bool:

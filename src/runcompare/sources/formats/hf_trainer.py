@@ -28,7 +28,15 @@ import polars as pl
 from ...errors import InputError
 from ...facts import fact_value, finite_number
 from ...model import RAW_SCHEMA, Fact, Finding, RawLog, repeated
-from ..codecs.files import LFS_POINTER, files_in, folders_in, lfs_message, roots_under
+from ..codecs.files import (
+    LFS_POINTER,
+    files_in,
+    folders_in,
+    is_dir,
+    is_file,
+    lfs_message,
+    roots_under,
+)
 from ..format import Format
 from ..naming import canonical
 from . import _hf_trainer_json
@@ -98,7 +106,7 @@ def _other_runs(chosen: Path, history: History,
 def _model_config_facts(path: Path) -> dict[str, Fact[Any]]:
     """The transformers version from the model's config.json beside the state (plain JSON)."""
     config = _config_file(path)
-    if not config.is_file():  # absent, or a FIFO that would block the read
+    if not is_file(config):  # absent, or a FIFO that would block the read
         return {}
     try:
         version = json.loads(config.read_text(encoding="utf-8")).get("transformers_version")
@@ -114,7 +122,7 @@ def files(path: Path) -> list[Path]:
     step order; those of the one output dir further down when ``path`` is none and holds one
     (``run/results/checkpoint-500/``)."""
     own = _own_files(path)
-    if own or not path.is_dir():
+    if own or not is_dir(path):
         return own
     below = roots_under(path, lambda folder: bool(_own_files(folder)))
     return _own_files(below[0]) if len(below) == 1 else []
@@ -123,9 +131,9 @@ def files(path: Path) -> list[Path]:
 def _own_files(path: Path) -> list[Path]:
     """:func:`files` of an output dir itself."""
     try:
-        if path.is_file():
+        if is_file(path):
             return [path] if path.name == STATE else []
-        if not path.is_dir():
+        if not is_dir(path):
             return []
     except OSError:  # a folder under one this user may not read
         return []
@@ -142,7 +150,7 @@ def expand(path: Path) -> list[Path]:
     bound), in name order level by level."""
     if _own_files(path):
         return [path]
-    if not path.is_dir():
+    if not is_dir(path):
         return []
     return roots_under(path, lambda folder: bool(_own_files(folder)))
 
@@ -158,11 +166,11 @@ def read_files(path: Path) -> list[Path]:
     config.json (none when there is no trainer_state.json)."""
     states = files(path)
     config = _config_file(path)
-    return states + ([config] if states and config.is_file() else [])
+    return states + ([config] if states and is_file(config) else [])
 
 
 def _config_file(path: Path) -> Path:
-    return (path if path.is_dir() else path.parent) / "config.json"
+    return (path if is_dir(path) else path.parent) / "config.json"
 
 
 def _int(value: Any) -> int:

@@ -22,7 +22,7 @@ import polars as pl
 
 from ...errors import InputError
 from ...model import Finding, RawLog
-from ..codecs.files import files_in
+from ..codecs.files import files_in, is_file
 from ..format import Format
 from ..naming import PRINTED, canonical_names
 from ..textlog.damage import unparsed_finding
@@ -38,7 +38,7 @@ _HEAD = 1 << 12
 def files(path: Path) -> list[Path]:
     """The CSVLogger files at ``path`` (the file, or those in the folder), in name order."""
     try:
-        if path.is_file():
+        if is_file(path):
             return [path] if _is_keras_csv(path) else []
         return [file for file in files_in(path)
                 if file.suffix in _SUFFIXES and _is_keras_csv(file)]

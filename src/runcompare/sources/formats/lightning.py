@@ -33,7 +33,7 @@ import polars as pl
 
 from ...errors import InputError
 from ...model import RAW_SCHEMA, Fact, Finding, RawLog
-from ..codecs.files import natural
+from ..codecs.files import files_below, is_dir, is_file, natural
 from ..config import hparams, load_yaml, nested_facts
 from ..format import Format
 from ..naming import LIGHTNING, canonical_names
@@ -63,23 +63,23 @@ def files(path: Path) -> list[Path]:
     runs = _runs(path)
     if len(runs) != 1:
         return []
-    folder = runs[0] if runs[0].is_dir() else runs[0].parent
+    folder = runs[0] if is_dir(runs[0]) else runs[0].parent
     found = [folder / METRICS]
-    return found + ([folder / HPARAMS] if (folder / HPARAMS).is_file() else [])
+    return found + ([folder / HPARAMS] if is_file(folder / HPARAMS) else [])
 
 
 def _runs(path: Path, limit: int | None = None) -> list[Path]:
     """Version folders (holding a metrics.csv with a ``step`` column) at ``path``, up to two
     levels down (``save_dir/lightning_logs/version_N``), in version order."""
-    if path.is_file():
+    if is_file(path):
         return [path.parent] if path.name == METRICS and _has_step(path) else []
-    if not path.is_dir():
+    if not is_dir(path):
         return []
     if _has_step(path / METRICS):
         return [path]
     found: list[Path] = []
-    for pattern in (f"*/{METRICS}", f"*/*/{METRICS}"):
-        found += [f.parent for f in sorted(path.glob(pattern)) if _has_step(f)]
+    for depth in (1, 2):
+        found += [f.parent for f in sorted(files_below(path, METRICS, depth)) if _has_step(f)]
         if limit is not None and len(found) >= limit:
             break
     return sorted(found, key=_version_key)
@@ -92,7 +92,7 @@ def _version_key(folder: Path) -> tuple[object, int, object]:
 
 
 def _has_step(file: Path) -> bool:
-    if not file.is_file():  # a FIFO would block the read forever
+    if not is_file(file):  # a FIFO would block the read forever
         return False
     try:
         with file.open("rb") as handle:
@@ -208,7 +208,7 @@ def hparams_facts(file: Path) -> tuple[dict[str, Fact[Any]], dict[str, Fact[Any]
 def _facts(folder: Path, hints: Mapping[str, object]) -> tuple[
         dict[str, Fact[Any]], dict[str, Fact[Any]], list[Finding]]:
     file = folder / HPARAMS
-    if not file.is_file():
+    if not is_file(file):
         return {}, {}, [Finding("info", "no-config",
                                 f"{folder}: no {HPARAMS}; pass the batch settings with --set "
                                 "(per_device_batch, grad_accum, world_size, seq_len)")]

@@ -30,7 +30,7 @@ import polars as pl
 
 from ...errors import InputError
 from ...model import Fact, RawLog
-from ..codecs.files import files_in, roots_under
+from ..codecs.files import files_in, is_dir, is_file, roots_under
 from ..format import Format
 from ..naming import canonical_names
 from ..textlog.points import to_raw
@@ -56,7 +56,7 @@ def files(path: Path) -> list[Path]:
 def _own_files(path: Path) -> list[Path]:
     """The trainer_log.jsonl at ``path`` (the file, or the one in the folder)."""
     try:
-        if path.is_file():
+        if is_file(path):
             return [path] if path.name == LOG else []
     except OSError:  # a folder under one this user may not read
         return []
@@ -68,7 +68,7 @@ def expand(path: Path) -> list[Path]:
     further down (``saves/<model>/lora/<run>``; :func:`~..codecs.files.roots_under`)."""
     if _own_files(path):
         return [path]
-    return roots_under(path, lambda folder: bool(_own_files(folder))) if path.is_dir() else []
+    return roots_under(path, lambda folder: bool(_own_files(folder))) if is_dir(path) else []
 
 
 def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:

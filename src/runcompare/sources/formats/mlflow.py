@@ -33,6 +33,7 @@ import polars as pl
 
 from ...errors import InputError
 from ...model import RAW_SCHEMA, Finding, RawLog
+from ..codecs.files import files_below, is_dir, is_file
 from ..config import hparams, load_yaml, nested_facts
 from ..format import Format
 from ..naming import LIGHTNING, PRINTED, TRAINER, canonical_names
@@ -91,7 +92,7 @@ def files(path: Path) -> list[Path]:
     if _is_run_dir(path):
         found = [path / META]
         for sub in _STORE_DIRS:
-            found += sorted(f for f in (path / sub).rglob("*") if f.is_file())
+            found += sorted(f for f in (path / sub).rglob("*") if is_file(f))
         return found
     roots = expand(path)
     return files(roots[0]) if len(roots) == 1 and roots[0] != path else []
@@ -147,7 +148,7 @@ def _single_root(path: Path) -> Path:
     roots = expand(path)
     if len(roots) == 1:
         root = roots[0]
-        if root.is_file():
+        if is_file(root):
             run_ids(root)  # a database that expand could not list: raise its error
         if _virtual(root) is not None or _is_run_dir(root):
             return root
@@ -171,7 +172,7 @@ def _describe(root: Path, base: Path) -> str:
 def _virtual(path: Path) -> tuple[Path, str] | None:
     """``(db, run_id)`` when ``path`` is ``<db>/<run_id>`` for an MLflow SQLite ``db``."""
     parent = path.parent
-    if path.exists() or not parent.is_file() or not is_database(parent):
+    if path.exists() or not is_file(parent) or not is_database(parent):
         return None
     return parent, path.name
 
@@ -182,7 +183,7 @@ def _virtual(path: Path) -> tuple[Path, str] | None:
 def _is_run_dir(path: Path) -> bool:
     """A folder with meta.yaml naming itself as ``run_id`` (or ``run_uuid``)."""
     meta = path / META
-    if not meta.is_file() or not any((path / sub).is_dir() for sub in _STORE_DIRS):
+    if not is_file(meta) or not any(is_dir(path / sub) for sub in _STORE_DIRS):
         return False
     try:
         text = meta.read_text(encoding="utf-8", errors="replace")
@@ -195,14 +196,14 @@ def _is_run_dir(path: Path) -> bool:
 def _file_runs(path: Path) -> list[Path]:
     """Run folders at ``path``: itself, or those of an experiment folder, an ``mlruns`` folder
     or a folder holding ``mlruns/``; ``.trash`` and other hidden folders are skipped."""
-    if not path.is_dir():
+    if not is_dir(path):
         return []
     if _is_run_dir(path):
         return [path]
     found: dict[Path, None] = {}
     for base in (path, path / "mlruns"):
-        for pattern in (f"*/{META}", f"*/*/{META}"):
-            for meta in sorted(base.glob(pattern)):
+        for depth in (1, 2):
+            for meta in sorted(files_below(base, META, depth)):
                 run = meta.parent
                 hidden = any(p.startswith(".") for p in run.relative_to(path).parts)
                 if not hidden and _is_run_dir(run) and not _experiment_deleted(run.parent):
@@ -223,7 +224,7 @@ def _deleted(run: Path) -> bool:
 
 
 def _experiment_deleted(folder: Path) -> bool:
-    if not (folder / META).is_file():
+    if not is_file(folder / META):
         return False
     try:
         meta = load_yaml(folder / META)
@@ -242,7 +243,7 @@ def _start_time(run: Path) -> tuple[int, str]:
 
 def _file_run_name(run: Path, meta: Mapping[str, Any]) -> str | None:
     tag = run / "tags" / "mlflow.runName"
-    if tag.is_file():
+    if is_file(tag):
         name = tag.read_text(encoding="utf-8", errors="replace").strip()
         if name:
             return name
@@ -259,7 +260,7 @@ def _read_file_run(run: Path) -> tuple[RunRecord, list[Finding]]:
         findings.append(Finding("warning", "damaged-input", f"{exc}; read the run without it"))
     status = meta.get("status")
     experiment = None
-    if (run.parent / META).is_file():
+    if is_file(run.parent / META):
         with suppress(InputError):
             exp_meta = load_yaml(run.parent / META)
             experiment = exp_meta.get("name") if isinstance(exp_meta, dict) else None
@@ -273,17 +274,17 @@ def _read_file_run(run: Path) -> tuple[RunRecord, list[Finding]]:
 
 def _values(folder: Path) -> dict[str, str]:
     """``key -> file content`` for every file under ``folder`` (keys with ``/`` nest)."""
-    if not folder.is_dir():
+    if not is_dir(folder):
         return {}
     return {f.relative_to(folder).as_posix(): f.read_text(encoding="utf-8", errors="replace")
-            for f in sorted(folder.rglob("*")) if f.is_file()}
+            for f in sorted(folder.rglob("*")) if is_file(f)}
 
 
 def _read_metric_files(folder: Path) -> tuple[pl.DataFrame, list[Finding]]:
     """Every line of every metric file, parsed in bulk; bad lines reported by file and line."""
     frames: list[pl.DataFrame] = []
     findings: list[Finding] = []
-    for file in sorted(f for f in folder.rglob("*") if f.is_file()) if folder.is_dir() else []:
+    for file in sorted(f for f in folder.rglob("*") if is_file(f)) if is_dir(folder) else []:
         if file.stat().st_size == 0:  # a metric created with no point yet
             continue
         lines, damage = record_lines(file)

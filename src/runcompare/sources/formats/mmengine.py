@@ -38,7 +38,7 @@ from typing import Any, TypeGuard
 
 from ...errors import InputError
 from ...model import Fact, Finding, RawLog
-from ..codecs.files import files_in, roots_under
+from ..codecs.files import files_in, is_dir, is_file, roots_under
 from ..format import Format
 from ..naming import PRINTED, canonical_names
 from ..textlog.points import to_raw
@@ -64,7 +64,7 @@ def files(path: Path) -> list[Path]:
     one; a folder holding one such run further down), with the config dump beside it when
     there is one."""
     here = _files_here(path)
-    if here or not path.is_dir():
+    if here or not is_dir(path):
         return here
     below = expand(path)
     return _files_here(below[0]) if len(below) == 1 else []
@@ -73,20 +73,20 @@ def files(path: Path) -> list[Path]:
 def _files_here(path: Path) -> list[Path]:
     """:func:`files` of the run at ``path`` itself."""
     try:
-        if path.is_file():
+        if is_file(path):
             if not (_is_log_name(path) and _is_mmengine(path)):
                 return []
             config = path.parent / CONFIG
-            return [path] + ([config] if path.parent.name == _VIS and config.is_file() else [])
+            return [path] + ([config] if path.parent.name == _VIS and is_file(config) else [])
         vis = path if path.name == _VIS else path / _VIS
-        if not vis.is_dir():
+        if not is_dir(vis):
             return []
         found = [file for file in files_in(vis) if file.name == LOG] or \
             [file for file in files_in(vis) if _STAMPED.fullmatch(file.name)][-1:]
         if not found or not _is_mmengine(found[0]):
             return []
         config = vis / CONFIG
-        return found + ([config] if config.is_file() else [])
+        return found + ([config] if is_file(config) else [])
     except OSError:  # a folder under one this user may not read
         return []
 
@@ -96,7 +96,7 @@ def expand(path: Path) -> list[Path]:
     further down (``work_dirs/<config>/<timestamp>/``)."""
     if _files_here(path):
         return [path]
-    return roots_under(path, lambda folder: bool(_files_here(folder))) if path.is_dir() else []
+    return roots_under(path, lambda folder: bool(_files_here(folder))) if is_dir(path) else []
 
 
 def _is_log_name(file: Path) -> bool:

@@ -56,7 +56,7 @@ import polars as pl
 from ...errors import InputError, NoLogsFoundError
 from ...facts import facts_from_config
 from ...model import RAW_SCHEMA, Fact, Finding, RawLog
-from ..codecs.files import natural, read_file
+from ..codecs.files import is_dir, is_file, natural, read_file
 from ..config import hparams
 from ..format import Format
 from ._tensorboard_events import EventFile, decode
@@ -75,16 +75,16 @@ _RATES = {"train/train_samples_per_second": "train_samples_per_second",
 
 def files(path: Path) -> list[Path]:
     """Every event file under ``path`` (the file itself if it is one), sorted."""
-    if path.is_file():
+    if is_file(path):
         return [path] if MARK in path.name else []
-    if not path.is_dir():
+    if not is_dir(path):
         return []
     found: list[Path] = []
     for folder, dirs, names in os.walk(path):
         dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
         # regular files only: a FIFO named like an event file would block the read forever
         found += [Path(folder) / name for name in sorted(names)
-                  if MARK in name and (Path(folder) / name).is_file()]
+                  if MARK in name and is_file(Path(folder) / name)]
     return found
 
 
@@ -105,7 +105,7 @@ def _runs(path: Path) -> dict[Path, list[Path]]:
 
 def _owner(folder: Path, base: Path) -> Path:
     """The root of the run that files in ``folder`` (at or under ``base``) belong to."""
-    if folder == base or base.is_file():
+    if folder == base or is_file(base):
         return base
     if _HPARAMS_DIR.match(folder.name):
         return _owner(folder.parent, base)

@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ...errors import InputError
-from ..codecs.files import files_in, folder_stamp, natural
+from ..codecs.files import files_in, folder_stamp, is_file, natural
 from .lines import CHUNK_BYTES
 
 __all__ = ["HEAD_BYTES", "LOG_SUFFIXES", "head", "log_files", "logs_at"]
@@ -58,7 +58,7 @@ def log_files(path: Path, claims: Callable[[str], bool]) -> list[Path]:
     ``*.txt``, ``*.err``, ``*.jsonl`` and ``*.ndjson`` files; subfolders are not searched). W&B's debug logs and the
     console copy in a W&B run folder are never taken.
     """
-    if path.is_file():
+    if is_file(path):
         candidates = [] if _is_wandb_file(path) else [path]
     else:
         candidates = _folder_logs(path)
@@ -84,7 +84,7 @@ def _logs_in(folder: Path, _mtime: int, _inode: int) -> tuple[Path, ...]:
 def logs_at(path: Path, claims: Callable[[str], bool], *, missing: str) -> list[Path]:
     """The logs a source reads at ``path``: the claimed ones, else the file itself; raises
     :class:`InputError` saying what was looked for (``missing``) when there is none."""
-    logs = log_files(path, claims) or ([path] if path.is_file() else [])
+    logs = log_files(path, claims) or ([path] if is_file(path) else [])
     if not logs:
         raise InputError(f"{path}: {missing}")
     return logs

@@ -21,7 +21,7 @@ import polars as pl
 
 from ....errors import InputError
 from ....model import Finding
-from ...codecs.files import Buffer, read_file
+from ...codecs.files import Buffer, files_in, is_file, read_file
 from ...codecs.leveldb import HeaderError, read_records
 from ...codecs.protowire import ProtoError
 from ._history import HISTORY_SCHEMA, decode_history, record_types
@@ -97,9 +97,9 @@ class Leg:
 def wandb_file(folder: Path) -> Path | None:
     """The ``run-<id>.wandb`` file of a run folder (any ``*.wandb`` when renamed)."""
     match = RUN_DIR.match(folder.name)
-    if match and (folder / f"run-{match.group(2)}.wandb").is_file():
+    if match and is_file(folder / f"run-{match.group(2)}.wandb"):
         return folder / f"run-{match.group(2)}.wandb"
-    found = sorted(f for f in folder.glob("*.wandb") if f.is_file())
+    found = sorted(f for f in files_in(folder) if f.suffix == ".wandb")
     return found[0] if found else None
 
 
@@ -109,8 +109,8 @@ def decode_leg(path: Path, *, output: bool = False) -> Leg:
     Damage is reported as findings; raises :class:`InputError` only when the file cannot be
     read at all (permissions, I/O).
     """
-    file = path if path.is_file() else wandb_file(path)
-    leg = Leg(folder=path.parent if path.is_file() else path, file=file)
+    file = path if is_file(path) else wandb_file(path)
+    leg = Leg(folder=path.parent if is_file(path) else path, file=file)
     if file is not None:
         _decode_file(leg, file, output=output)
     _read_side_files(leg)
@@ -286,7 +286,7 @@ def _read_side_files(leg: Leg) -> None:
 
 def _load(path: Path, leg: Leg, *, yaml_file: bool = False) -> Any:
     """A side file's content, or None (with a finding when it exists but is damaged)."""
-    if not path.is_file():
+    if not is_file(path):
         return None
     import yaml  # 13 ms to import: only for a run that has a config.yaml
 

@@ -35,7 +35,7 @@ import polars as pl
 
 from ....errors import InputError
 from ....model import Finding, RawLog
-from ...codecs.files import files_in
+from ...codecs.files import files_in, is_file
 from ...format import Format
 from ...textlog.damage import cut_finding, without_cut_row
 from ._history import with_values
@@ -82,7 +82,7 @@ def expand(path: Path) -> list[Path]:
     kinds = _exports(path)
     roots = [file for file, (kind, _) in kinds.items() if kind == "api"]
     panels = {file: header for file, (kind, header) in kinds.items() if kind == "panel"}
-    if path.is_file():
+    if is_file(path):
         return roots + [path / _encode(run) for header in panels.values()
                         for run in _panel_runs(header)]
     axes: dict[str, set[str]] = {}
@@ -124,7 +124,7 @@ def read(path: Path, *, hints: Mapping[str, object] | None = None) -> RawLog:
 def _exports(path: Path) -> dict[Path, tuple[str, list[str]]]:
     """The export files at ``path`` (the file itself, or the files directly in a folder), each
     with its kind and header (:func:`_kind`)."""
-    candidates = [path] if path.is_file() else files_in(path)
+    candidates = [path] if is_file(path) else files_in(path)
     kinds = {p: _kind(p) for p in candidates if p.suffix.lower() in _SUFFIXES}
     return {p: (kind, header) for p, (kind, header) in kinds.items() if kind}
 
@@ -180,7 +180,7 @@ def _panel_root(path: Path) -> tuple[list[Path], str] | None:
     if path.exists() or not parent.exists():
         return None
     run = _decode(path.name)
-    candidates = [parent] if parent.is_file() else (
+    candidates = [parent] if is_file(parent) else (
         [p for p in files_in(parent) if p.suffix.lower() == ".csv"])
     panels = {file: header for file in candidates
               for kind, header in [_kind(file)] if kind == "panel" and run in _panel_runs(header)}

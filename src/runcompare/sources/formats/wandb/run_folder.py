@@ -23,7 +23,7 @@ import polars as pl
 from ....errors import InputError
 from ....facts import facts_from_config, finite_number
 from ....model import Fact, Finding, RawLog
-from ...codecs.files import folders_in
+from ...codecs.files import files_in, folders_in, is_dir, is_file
 from ...config import hparams, nested_facts
 from ...format import Format
 from ._leg import RUN_DIR, SIDE_FILES, Leg, decode_leg, wandb_file
@@ -50,10 +50,10 @@ def files(path: Path) -> list[Path]:
     """The ``.wandb`` files and side files of every leg of the run at ``path``."""
     found: list[Path] = []
     for folder in run_folders(path):
-        file = folder if folder.is_file() else wandb_file(folder)
+        file = folder if is_file(folder) else wandb_file(folder)
         found += [file] if file is not None else []
-        if folder.is_dir():
-            found += [folder / name for name in SIDE_FILES if (folder / name).is_file()]
+        if is_dir(folder):
+            found += [folder / name for name in SIDE_FILES if is_file(folder / name)]
     return found
 
 
@@ -64,7 +64,7 @@ def expand(path: Path) -> list[Path]:
     with several run ids gives each id's earliest folder; :func:`read` of that folder gathers
     the id's later folders as further legs.
     """
-    if path.is_file() or _is_run_folder(path):
+    if is_file(path) or _is_run_folder(path):
         return [path]
     groups: dict[str, list[Path]] = {}
     for folder in run_folders(path):
@@ -81,16 +81,16 @@ def run_folders(path: Path) -> list[Path]:
     same run id), a ``wandb/`` folder or a folder holding ``wandb/`` (every run folder there;
     the ``latest-run`` link is not counted twice).
     """
-    if path.is_file():
+    if is_file(path):
         return [path] if path.suffix == ".wandb" else []
-    if not path.is_dir():
+    if not is_dir(path):
         return []
     if _is_run_folder(path):
         real = path.resolve()
         siblings = [f for f in _run_folders_in(real.parent) if _run_id(f) == _run_id(real)]
         return siblings or [real]
     for folder in (path, path / "wandb"):
-        found = _run_folders_in(folder) if folder.is_dir() else []
+        found = _run_folders_in(folder) if is_dir(folder) else []
         if found:
             return found
     return []
@@ -105,9 +105,10 @@ def _run_folders_in(folder: Path) -> list[Path]:
 
 
 def _is_run_folder(path: Path) -> bool:
-    return path.is_dir() and (RUN_DIR.match(path.resolve().name) is not None
-                              or (wandb_file(path) is not None
-                                  and not any(path.glob("*/*.wandb"))))
+    return is_dir(path) and (RUN_DIR.match(path.resolve().name) is not None
+                             or (wandb_file(path) is not None and not any(
+                                 file.suffix == ".wandb" for folder in folders_in(path)
+                                 for file in files_in(folder))))
 
 
 def _run_id(folder: Path) -> str:
@@ -154,7 +155,7 @@ def output_lines(path: Path) -> list[str]:
         log = leg.folder / "files" / "output.log"
         if leg.output:
             lines += leg.output
-        elif log.is_file():
+        elif is_file(log):
             lines += log.read_text(encoding="utf-8", errors="replace").split("\n")
     return lines
 
