@@ -32,8 +32,10 @@ round, so a busy machine hurts all of them alike), and each line gives the media
   command pays).
 
 The ratios of the medians against runcompare cold are printed for both. Given several
-``--runs``, the last lines compare the time per run (one process, cold) across the sizes: a
-read that scales linearly has the same time per run at 1,000 runs as at 400. Before each
+``--runs``, the last lines compare the time per run (one process) across the sizes, for every
+contender: a read that scales linearly has the same time per run at 1,000 runs as at 400; as
+every contender keeps every run's table, the growth the plain loop and the bound show (more
+memory touched) is the machine's, and runcompare's is set against theirs. Before each
 timing the OS page cache is filled with the logs, the cache and the libraries
 (``benchmarks/oscache.py``). Goals (issues 18 and 32): 400 runs cold under 4 s on 2 cores
 for both formats, ≥ 4× faster than the plain loop on trainer_state.json and ≥ 25× faster than
@@ -175,7 +177,7 @@ def main() -> None:
     for fmt, peer in (("hf", "json.load + pandas"), ("tensorboard", "tbparse")):
         if fmt not in args.formats:
             continue
-        per_run: dict[int, float] = {}
+        per_run: dict[str, dict[int, float]] = {}
         for runs in args.runs:
             folder = make(args.data, runs, fmt).pop().parent
             contenders = ["runcompare cold", "runcompare warm"]
@@ -186,8 +188,8 @@ def main() -> None:
             together = _one_process(folder, contenders, args.rounds)
             apart = _rounds(folder, contenders, args.rounds)
             _report(f"{runs} {fmt} runs of 5 metrics × 2,000 steps", together, apart, peer)
-            per_run[runs] = statistics.median(
-                r["seconds"] for r in together["runcompare cold"]) / runs
+            for name, rows in together.items():
+                per_run.setdefault(name, {})[runs] = _median(rows, "seconds") / runs
         _scaling(fmt, per_run)
 
 
@@ -289,15 +291,20 @@ def _report(title: str, together: dict[str, list[dict]], apart: dict[str, list[d
           f"{_median(apart['runcompare warm'], 'process'):.2f} s (goal < 1.5 s)")
 
 
-def _scaling(fmt: str, per_run: dict[int, float]) -> None:
-    """Time per run (one process, cold) at each size, against the smallest."""
-    if len(per_run) < 2:
+def _scaling(fmt: str, per_run: dict[str, dict[int, float]]) -> None:
+    """Time per run (one process) at each size against the smallest, for runcompare cold and
+    for the others beside it: what keeping every run's table costs as it grows (memory, the
+    caches) shows in them all, so runcompare scales linearly when it grows as they do."""
+    cold = per_run["runcompare cold"]
+    if len(cold) < 2:
         return
-    smallest = min(per_run)
-    print(f"\n{fmt}: runcompare cold per run, one process (linear: the same at every size)")
-    for runs, seconds in sorted(per_run.items()):
-        print(f"  {runs:>6,} runs: {seconds * 1e3:.2f} ms a run, "
-              f"{seconds / per_run[smallest]:.2f}× the time per run at {smallest:,}")
+    smallest = min(cold)
+    print(f"\n{fmt}: time per run, one process (linear: the same at every size)")
+    for name, times in per_run.items():
+        growth = ", ".join(f"{runs:,} runs {seconds * 1e3:.2f} ms "
+                           f"({seconds / times[smallest]:.2f}×)"
+                           for runs, seconds in sorted(times.items()))
+        print(f"  {name:20} {growth}")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from .display import LISTED, did_you_mean, listing, set_prefix
 from .errors import MissingInfoError, UsageError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     import numpy as np
     import pandas
@@ -41,6 +41,7 @@ __all__ = [
     "Leg",
     "RawLog",
     "Run",
+    "framed",
     "repeated",
 ]
 
@@ -440,6 +441,21 @@ def _by_metric(frame: pl.DataFrame) -> dict[str, tuple[int, int] | pl.DataFrame]
                 frame.partition_by("metric", as_dict=True, maintain_order=True).items()}
     return {name: (end - length, length)
             for name, length, end in zip(names, lengths, accumulate(lengths))}
+
+
+def framed(columns: Mapping[str, Any], schema: Mapping[str, PolarsDataType]) -> pl.DataFrame:
+    """``pl.DataFrame(columns, schema=schema)`` for columns that are series or numpy arrays of
+    about the schema's types, in a third of its time (each made a named series of its type,
+    cast only where it is not)."""
+    import polars
+
+    made = []
+    for name, dtype in schema.items():
+        column = columns[name]
+        series = column.alias(name) if isinstance(column, polars.Series) else polars.Series(
+            name, column)
+        made.append(series if series.dtype == dtype else series.cast(dtype))
+    return polars.DataFrame(made)
 
 
 def repeated(value: object, size: int, dtype: PolarsDataType) -> pl.Series:

@@ -27,7 +27,7 @@ import polars as pl
 
 from ...errors import InputError
 from ...facts import fact_value, finite_number
-from ...model import RAW_SCHEMA, Fact, Finding, RawLog, repeated
+from ...model import RAW_SCHEMA, Fact, Finding, RawLog, framed, repeated
 from ..codecs.files import (
     LFS_POINTER,
     files_in,
@@ -318,10 +318,10 @@ def _frame(metric: pl.Series, value: pl.Series | np.ndarray, step: pl.Series | n
     times, one leg), and the aliases (canonical name -> key as logged) of ``names`` (key ->
     canonical name)."""
     size = len(metric)
-    frame = pl.DataFrame({
+    frame = framed({
         "metric": metric, "value": value, "step": step,
         "wall_time": repeated(None, size, RAW_SCHEMA["wall_time"]),
-        "leg": np.zeros(size, np.int32)}, schema=RAW_SCHEMA)
+        "leg": np.zeros(size, np.int32)}, RAW_SCHEMA)
     return frame, {name: key for key, name in names.items()}
 
 
