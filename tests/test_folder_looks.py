@@ -1,12 +1,23 @@
-"""One look at each folder while the formats detect what a path holds
+"""One look at each folder and path while the formats detect and read what a path holds
 (``codecs.files.one_look``), and a fresh look at the next detection."""
 
 from __future__ import annotations
 
+import os
 import shutil
 
+import pytest
+
 import runcompare as rc
-from runcompare.sources.codecs.files import files_in, folders_in, one_look
+from runcompare.load import schedule
+from runcompare.sources.codecs.files import (
+    files_below,
+    files_in,
+    folders_in,
+    is_dir,
+    is_file,
+    one_look,
+)
 
 from .conftest import DATA
 
@@ -37,3 +48,69 @@ def test_a_run_added_to_a_sweep_between_two_reads_is_read_the_second_time(tmp_pa
     assert [run.batch.global_batch.value for run in second] == [
         run.batch.global_batch.value for run in rc.load_many([SWEEP / n for n in ("b4", "b8",
                                                                                  "b16")])]
+
+
+def test_what_a_path_is_is_looked_at_once_inside_a_look_and_said_as_pathlib_says_it(tmp_path):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "trainer_state.json").write_text("{}")
+    os.symlink(tmp_path / "nowhere", tmp_path / "dangling")
+    os.mkfifo(tmp_path / "fifo")
+    paths = [tmp_path / n for n in ("run", "run/trainer_state.json", "dangling", "fifo",
+                                    "missing", "run/trainer_state.json/below")]
+    assert [(is_file(p), is_dir(p)) for p in paths] == [(p.is_file(), p.is_dir()) for p in paths]
+    assert [(is_file(p), is_dir(p)) for p in paths[:2]] == [(False, True), (True, False)]
+    with one_look():
+        assert is_file(paths[1])
+        (tmp_path / "run" / "trainer_state.json").unlink()
+        assert is_file(paths[1])  # the look's moment
+    assert not is_file(paths[1])  # a fresh look
+
+
+def test_a_path_pathlib_may_not_look_at_raises_again_inside_a_look(tmp_path, monkeypatch):
+    real = os.stat
+
+    def denied(path, *args, **kwargs):
+        if str(path).endswith("locked"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", denied)
+    with one_look():
+        for _ in range(2):
+            with pytest.raises(PermissionError):
+                is_dir(tmp_path / "locked")
+
+
+def test_files_below_finds_what_glob_finds(tmp_path):
+    for rel in ("a/meta.yaml", "b/c/meta.yaml", ".hidden/meta.yaml", "a/other.yaml"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x")
+    for depth in (1, 2):
+        assert sorted(files_below(tmp_path, "meta.yaml", depth)) == sorted(
+            tmp_path.glob("*/" * depth + "meta.yaml"))
+
+
+def test_reading_a_run_of_a_sweep_stats_each_path_a_few_times_not_each_format_anew(
+        tmp_path, monkeypatch):
+    """186 stats a run before the look spanned detection and the read; 38 with it."""
+    shutil.copytree(SWEEP / "b4", tmp_path / "b4")
+    real, counted = os.stat, []
+
+    def counting(path, *args, **kwargs):
+        counted.append(str(path))
+        return real(path, *args, **kwargs)
+
+    task = next(iter(_tasks(tmp_path / "b4")))
+    monkeypatch.setattr(os, "stat", counting)
+    read = schedule.stage(task)
+    assert read.run is not None and read.run.scalars.height > 0
+    of_root = [p for p in counted if p == str(tmp_path / "b4")]
+    assert len(of_root) <= 16, len(of_root)
+    assert len(counted) <= 80, len(counted)
+
+
+def _tasks(root):
+    from runcompare.load.build import Given
+
+    return [schedule.Task(root, root.name, False, root.name, Given({}, {}, {}, "keep-last"),
+                          None, None, False, True)]
