@@ -16,16 +16,15 @@ import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from contextvars import ContextVar
-from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from stat import S_ISDIR, S_ISREG
 
 from ...errors import InputError
 
-__all__ = ["LFS_POINTER", "Buffer", "files_in", "folders_in", "files_below", "folder_stamp", "is_dir", "is_file", "lfs_message",
-           "may_read", "natural", "one_look", "passed_over", "read_file",
-           "refuse_lfs_pointer", "roots_under", "writable"]
+__all__ = ["LFS_POINTER", "LISTINGS", "Buffer", "files_below", "files_in", "folder_stamp",
+           "folders_in", "is_dir", "is_file", "lfs_message", "may_read", "natural", "one_look",
+           "passed_over", "read_file", "refuse_lfs_pointer", "roots_under", "writable"]
 
 #: What the decoders read: ``bytes``, or a writable buffer with the same slicing and searching
 #: (``bytearray``, ``mmap.mmap``).
@@ -54,6 +53,12 @@ def refuse_lfs_pointer(file: Path, start: bytes) -> None:
         raise InputError(message)
 
 
+#: Folder listings kept (by path and stamp): more than the folders of a sweep of thousands of
+#: runs, which every format walks in turn; fewer would list each folder again for each format
+#: once a sweep has more folders than are kept.
+LISTINGS = 1 << 14
+
+
 def files_in(folder: Path) -> list[Path]:
     """The regular files in ``folder`` (or links to one), in name order; [] when it is no
     folder or cannot be listed."""
@@ -67,7 +72,7 @@ def folders_in(folder: Path) -> list[Path]:
     return [] if stamp is None else [folder / name for name in _folders(str(folder), *stamp)]
 
 
-@lru_cache(maxsize=1 << 10)
+@lru_cache(maxsize=LISTINGS)
 def _folders(folder: str, mtime: int, inode: int) -> tuple[str, ...]:
     """The names of :func:`folders_in`, sorted once for the folder's mtime (a sweep's folder
     is walked by every format that looks for runs under it)."""
@@ -75,89 +80,74 @@ def _folders(folder: str, mtime: int, inode: int) -> tuple[str, ...]:
                          if kind == "folder"), key=natural))
 
 
-@dataclass
-class _Look:
-    """What :func:`one_look` has seen: each folder's stamp, and what each path is."""
-
-    stamps: dict[str, tuple[int, int] | None] = field(default_factory=dict)
-    kinds: dict[str, str | OSError | None] = field(default_factory=dict)
-
-
-#: While :func:`one_look` is open: what it has seen.
-_LOOKED: ContextVar[_Look | None] = ContextVar("runcompare_looked", default=None)
+#: While :func:`one_look` is open: what one stat said of each path looked at (or its error).
+_LOOKED: ContextVar[dict[str, os.stat_result | OSError] | None] = ContextVar(
+    "runcompare_looked", default=None)
 
 
 @contextmanager
 def one_look() -> Iterator[None]:
-    """Within it, each path is looked at once: a folder's stamp (:func:`folder_stamp`) and
-    what a path is (:func:`is_file`, :func:`is_dir`) are those of the first look, however
-    many formats ask again (detecting a run, 18 formats ask about its folder and the files
-    they know by name: 186 stats a run without this, 40 with it). What a detection and the
-    read after it see is then one moment of the tree, as a look at it would be. Nested uses
-    share the outer one's looks."""
+    """Within it, each path is stat'ed once: a folder's stamp (:func:`folder_stamp`) and what a
+    path is (:func:`is_file`, :func:`is_dir`) are those of the first look, however many
+    formats ask again (reading a run of a sweep, 18 formats ask about its folder and the files
+    they know by name: 186 stats without this, 38 with it). What a detection and the read
+    after it see is then one moment of the tree, as a look at it would be. Nested uses share
+    the outer one's looks."""
     if _LOOKED.get() is not None:
         yield
         return
-    token = _LOOKED.set(_Look())
+    token = _LOOKED.set({})
     try:
         yield
     finally:
         _LOOKED.reset(token)
 
 
+def _stat(path: Path) -> os.stat_result | OSError:
+    """``os.stat(path)``, or the error it raised; once per path inside :func:`one_look`."""
+    looked = _LOOKED.get()
+    key = str(path)
+    if looked is not None and key in looked:
+        return looked[key]
+    try:
+        found: os.stat_result | OSError = os.stat(key)
+    except OSError as exc:
+        found = exc
+    if looked is not None:
+        looked[key] = found
+    return found
+
+
 def folder_stamp(folder: Path) -> tuple[int, int] | None:
     """The mtime (ns) and inode of ``folder`` (what the kept listings of a folder are checked
     against: an entry added, removed or renamed changes the mtime), None when it cannot be
     looked at; one stat per folder inside :func:`one_look`."""
-    looked = _LOOKED.get()
-    key = str(folder)
-    if looked is not None and key in looked.stamps:
-        return looked.stamps[key]
-    try:
-        stat = os.stat(key)
-    except OSError:
-        stamp = None
-    else:
-        stamp = (stat.st_mtime_ns, stat.st_ino)
-    if looked is not None:
-        looked.stamps[key] = stamp
-    return stamp
+    found = _stat(folder)
+    return None if isinstance(found, OSError) else (found.st_mtime_ns, found.st_ino)
 
 
 def is_file(path: Path) -> bool:
     """``path.is_file()`` (a regular file, or a link to one), one stat per path inside
     :func:`one_look`; raises the OSError ``Path.is_file`` raises (no permission to look)."""
-    return _path_kind(path) == "file"
+    mode = _mode(path)
+    return mode is not None and S_ISREG(mode)
 
 
 def is_dir(path: Path) -> bool:
     """``path.is_dir()``, one stat per path inside :func:`one_look` (as :func:`is_file`)."""
-    return _path_kind(path) == "folder"
+    mode = _mode(path)
+    return mode is not None and S_ISDIR(mode)
 
 
-def _path_kind(path: Path) -> str | None:
-    """``file``, ``folder``, ``other`` or None (nothing there, as pathlib says it: a missing
-    path, a link to nothing or in a loop); raises the OSErrors pathlib raises."""
-    looked = _LOOKED.get()
-    key = str(path)
-    if looked is not None and key in looked.kinds:
-        kind = looked.kinds[key]
-    else:
-        kind = _looked_at(key)
-        if looked is not None:
-            looked.kinds[key] = kind
-    if isinstance(kind, OSError):
-        raise kind
-    return kind
-
-
-def _looked_at(path: str) -> str | OSError | None:
-    """What one stat says ``path`` is (:func:`_path_kind`), or the error to raise."""
-    try:
-        mode = os.stat(path).st_mode
-    except OSError as exc:
-        return None if exc.errno in _NOTHING_THERE else exc
-    return "file" if S_ISREG(mode) else "folder" if S_ISDIR(mode) else "other"
+def _mode(path: Path) -> int | None:
+    """The mode of what is at ``path``, None when nothing is there as pathlib says it (a
+    missing path, a link to nothing or in a loop); raises the OSErrors pathlib raises."""
+    found = _stat(path)
+    if isinstance(found, OSError):
+        if found.errno in _NOTHING_THERE:
+            return None
+        raise found
+    return found.st_mode
 
 
 #: The errors by which pathlib's ``is_file``/``is_dir`` say "nothing there" (pathlib's
@@ -223,7 +213,7 @@ def _listing(folder: Path) -> tuple[tuple[str, str], ...]:
     return () if stamp is None else _entries(str(folder), *stamp)
 
 
-@lru_cache(maxsize=1 << 10)
+@lru_cache(maxsize=LISTINGS)
 def _entries(folder: str, _mtime: int, _inode: int) -> tuple[tuple[str, str], ...]:
     """(name, ``file`` / ``folder`` / ``other``) of each entry of ``folder`` in name order; kept
     for the folder's mtime, which an entry added, removed or renamed changes, so the formats

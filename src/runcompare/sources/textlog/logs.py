@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ...errors import InputError
-from ..codecs.files import files_in, folder_stamp, is_file, natural
+from ..codecs.files import LISTINGS, files_in, folder_stamp, is_file, natural
 from .lines import CHUNK_BYTES
 
 __all__ = ["HEAD_BYTES", "LOG_SUFFIXES", "head", "log_files", "logs_at"]
@@ -71,7 +71,7 @@ def _folder_logs(folder: Path) -> list[Path]:
     return [] if stamp is None else list(_logs_in(folder, *stamp))
 
 
-@lru_cache(maxsize=1 << 10)
+@lru_cache(maxsize=LISTINGS)
 def _logs_in(folder: Path, _mtime: int, _inode: int) -> tuple[Path, ...]:
     """:func:`_folder_logs`, kept for the folder's mtime (an entry added, removed or renamed
     changes it), so the text formats that look at one folder in turn list it once."""
