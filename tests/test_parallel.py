@@ -7,13 +7,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 import time
 
 import pytest
 
 import runcompare as rc
 from runcompare.analysis import compare
-from runcompare.parallel import run_all
+from runcompare.load.roots import runs_likely
+from runcompare.parallel import cores, run_all
 
 from .conftest import DATA
 
@@ -104,3 +107,25 @@ def test_an_error_in_any_task_is_raised_in_the_caller():
         run_all(_where, list(range(10, 74)), workers=2)  # a worker's chunk
     with pytest.raises(ValueError, match="task 13 fails"):
         run_all(_where, list(range(74, 12, -1)), workers=2)  # this process's chunk
+
+
+_SERVER = ("import multiprocessing.forkserver as f, sys\n"
+           "from runcompare.parallel import start_workers\n"
+           "start_workers(int(sys.argv[1]), None if sys.argv[2] == 'none' else int(sys.argv[2]))\n"
+           "print(f._forkserver._forkserver_pid is not None)")
+
+
+@pytest.mark.parametrize(("tasks", "workers", "started"), [
+    (400, "none", cores() > 1), (400, "1", False), (3, "none", False)])
+def test_the_fork_server_starts_early_only_for_a_pool(tasks, workers, started):
+    """``start_workers`` starts the workers' fork server before the tasks are found only when
+    ``run_all`` would use a pool for them (400 runs on more than one core)."""
+    done = subprocess.run([sys.executable, "-c", _SERVER, str(tasks), workers],
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.split() == [str(started)]
+
+
+def test_the_runs_a_folder_may_hold_are_guessed_from_its_folders():
+    assert runs_likely(DATA / "hf_seeds") == 6
+    assert runs_likely(DATA / "hf_resumed") == 2  # runs/ and wandb/; not its checkpoints
+    assert runs_likely(DATA / "hf_seeds" / "lr1e-3_seed1" / "trainer_state.json") == 1

@@ -17,7 +17,7 @@ from typing import Any
 from ..errors import InputError, UsageError
 from ..model import Finding, Run
 from ..options import ReadOptions, Settings
-from ..parallel import run_all, workers_for
+from ..parallel import run_all, start_workers, workers_for
 from ..remote import remote_url
 from ..resolve import parse_settings, user_fact
 from ..sources.config import config_facts, config_hparams
@@ -29,6 +29,7 @@ from .roots import (
     given_root,
     local,
     mark_remote,
+    runs_likely,
     unique_names,
 )
 from .schedule import Task, final_run, keep, stage, with_stored
@@ -115,7 +116,10 @@ def _load_runs(paths: Iterable[str | Path], options: ReadOptions, *,
     stated = config_facts(config) if config is not None else {}
     stated_hparams = config_hparams(config) if config is not None else {}
     mirrors: dict[Path, str] = {}
-    roots = [root for path in (local(path, mirrors) for path in paths) for root in (
+    given = [local(path, mirrors) for path in paths]
+    if options.scheduler is None and options.pattern is None and not one_run:
+        start_workers(sum(runs_likely(path) for path in given), options.workers)
+    roots = [root for path in given for root in (
         [given_root(path)] if options.pattern is not None
         else [(path, folder_name(path), False)] if one_run
         else expand(path, source=options.source))]

@@ -11,10 +11,10 @@ from ..errors import InputError, UsageError
 from ..model import Run
 from ..remote import localize, origin, remote_url
 from ..sources import detect
-from ..sources.codecs.files import one_look
+from ..sources.codecs.files import folders_in, one_look
 
 __all__ = ["check_addressed", "expand", "folder_name", "given_root", "local", "mark_remote",
-           "unique_names"]
+           "runs_likely", "unique_names"]
 
 #: A run root: its path, its default name, and whether its source may name it.
 Root = tuple[Path, str, bool]
@@ -39,6 +39,17 @@ def expand(path: Path, *, source: str | None = None) -> list[Root]:
     if len(outer) < 2:
         return [(path, folder_name(path), False)]
     return [(root, _relative_name(root, path), True) for root in outer]
+
+
+def runs_likely(path: Path) -> int:
+    """How many runs ``path`` may hold, from one look at it before :func:`expand`'s: its
+    folders that are not a run's checkpoints (a sweep's runs, a TensorBoard runs/ folder's),
+    else one. A guess, to start the workers while the runs are found."""
+    return max(1, sum(not _checkpoint(folder.name) for folder in folders_in(path)))
+
+
+def _checkpoint(name: str) -> bool:
+    return name.startswith("checkpoint-") or name == "last-checkpoint"
 
 
 def given_root(path: Path) -> Root:
@@ -96,7 +107,7 @@ def folder_name(path: Path) -> str:
     folder's parent)."""
     path = path.resolve()
     folder = path.parent if path.is_file() else path
-    if folder.name.startswith("checkpoint-") or folder.name == "last-checkpoint":
+    if _checkpoint(folder.name):
         folder = folder.parent
     return folder.name
 
