@@ -18,6 +18,7 @@ from runcompare.sources.codecs.files import (
     is_dir,
     is_file,
     one_look,
+    resolved,
 )
 
 from .conftest import DATA
@@ -65,6 +66,21 @@ def test_what_a_path_is_is_looked_at_once_inside_a_look_and_said_as_pathlib_says
         (tmp_path / "run" / "trainer_state.json").unlink()
         assert is_file(paths[1])  # the look's moment
     assert not is_file(paths[1])  # a fresh look
+
+
+def test_a_path_is_resolved_as_pathlib_resolves_it_and_once_inside_a_look(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    os.symlink(tmp_path / "a", tmp_path / "link")
+    paths = [tmp_path / n for n in ("a", "link", "link/file", "missing/x", "a/../b")]
+    assert [resolved(p) for p in paths] == [p.resolve() for p in paths]
+    assert resolved(tmp_path / "link") == tmp_path / "a"
+    with one_look():
+        assert resolved(tmp_path / "link") == tmp_path / "a"
+        (tmp_path / "link").unlink()
+        os.symlink(tmp_path / "b", tmp_path / "link")
+        assert resolved(tmp_path / "link") == tmp_path / "a"  # the look's moment
+    assert resolved(tmp_path / "link") == tmp_path / "b"  # a fresh look
 
 
 def test_a_path_pathlib_may_not_look_at_raises_again_inside_a_look(tmp_path, monkeypatch):

@@ -60,6 +60,7 @@ import polars as pl
 from . import sources
 from .model import RAW_SCHEMA, SCALAR_SCHEMA, BatchConfig, Fact, Finding, Findings, Leg, RawLog, Run
 from .sources import Format
+from .sources.codecs.files import resolved
 
 __all__ = ["PACKS", "SOURCES_FROM", "Stored", "built_entry", "built_key", "cache_dir",
            "files_listing", "keep_built", "points_stream", "read_built", "read_cached",
@@ -117,7 +118,7 @@ def _listing(files: list[Path]) -> list[list[Any]]:
     out = []
     for file in files:
         stat = file.stat()
-        out.append([str(file.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns,
+        out.append([str(resolved(file)), stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns,
                     stat.st_ino])
     return out
 

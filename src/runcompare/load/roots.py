@@ -11,7 +11,7 @@ from ..errors import InputError, UsageError
 from ..model import Run
 from ..remote import localize, origin, remote_url
 from ..sources import detect
-from ..sources.codecs.files import folders_in, one_look
+from ..sources.codecs.files import folders_in, is_file, one_look, resolved
 
 __all__ = ["check_addressed", "expand", "folder_name", "given_root", "local", "mark_remote",
            "runs_likely", "unique_names"]
@@ -105,8 +105,8 @@ def check_addressed(per_run: Mapping[str | None, Any], names: list[str],
 def folder_name(path: Path) -> str:
     """The name of the run at ``path``: its folder's (a file's parent folder; a checkpoint
     folder's parent)."""
-    path = path.resolve()
-    folder = path.parent if path.is_file() else path
+    path = resolved(path)
+    folder = path.parent if is_file(path) else path
     if _checkpoint(folder.name):
         folder = folder.parent
     return folder.name

@@ -27,7 +27,7 @@ from ..errors import InputError, RuncompareError
 from ..model import Fact, Finding, RawLog, Run
 from ..resolve import SIDECAR
 from ..sources import REGISTRY, Format, detect, unreadable
-from ..sources.codecs.files import one_look
+from ..sources.codecs.files import one_look, resolved
 from . import build
 from .build import Given, Sidecars
 
@@ -174,17 +174,19 @@ def _listing(task: Task, formats: Mapping[str, Format]) -> list[list[Any]] | Non
 
 def with_stored(tasks: list[Task]) -> list[Task]:
     """The tasks read with the cache, each with its whole run's key, the folder whose packs
-    keep it and what they keep for it (each folder's packs are read once)."""
+    keep it and what they keep for it (each folder's packs are read once, each root resolved
+    once)."""
     found: dict[Path, dict[str, Stored]] = {}
     out = []
-    for task in tasks:
-        if task.cache:
-            folder = task.root.resolve().parent
-            if folder not in found:
-                found[folder] = stored_runs(folder)
-            key = built_key(_task_key(task))
-            task = replace(task, key=key, kept_in=folder, stored=found[folder].get(key))
-        out.append(task)
+    with one_look():
+        for task in tasks:
+            if task.cache:
+                folder = resolved(task.root).parent
+                if folder not in found:
+                    found[folder] = stored_runs(folder)
+                key = built_key(_task_key(task))
+                task = replace(task, key=key, kept_in=folder, stored=found[folder].get(key))
+            out.append(task)
     return out
 
 
@@ -206,7 +208,7 @@ def _task_key(task: Task) -> str:
         return sorted([k, f.value, f.source, f.kind] for k, f in given.items())
 
     given = task.given
-    return json.dumps([str(task.root), str(task.root.resolve()), task.name, task.from_source,
+    return json.dumps([str(task.root), str(resolved(task.root)), task.name, task.from_source,
                        task.unique, facts(given.user), task.source, task.pattern,
                        given.duplicates, facts(given.stated), facts(given.stated_hparams),
                        task.alone], default=str)

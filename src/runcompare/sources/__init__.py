@@ -33,6 +33,7 @@ from .codecs.files import (
     may_read,
     one_look,
     passed_over,
+    resolved,
 )
 from .format import Format, settle_claims
 from .formats import (
@@ -196,4 +197,4 @@ def _one_reader_per_file(found: dict[str, Format], path: Path) -> dict[str, Form
 
 def _files(fmt: Format, roots: list[Path]) -> set[Path]:
     """The files (resolved) ``fmt`` reads for the run roots ``roots``."""
-    return {file.resolve() for root in roots for file in fmt.files_at(root)}
+    return {resolved(file) for root in roots for file in fmt.files_at(root)}

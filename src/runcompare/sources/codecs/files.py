@@ -24,7 +24,7 @@ from ...errors import InputError
 
 __all__ = ["LFS_POINTER", "LISTINGS", "Buffer", "files_below", "files_in", "folder_stamp",
            "folders_in", "is_dir", "is_file", "lfs_message", "may_read", "natural", "one_look",
-           "passed_over", "read_file", "refuse_lfs_pointer", "roots_under", "writable"]
+           "passed_over", "read_file", "refuse_lfs_pointer", "resolved", "roots_under", "writable"]
 
 #: What the decoders read: ``bytes``, or a writable buffer with the same slicing and searching
 #: (``bytearray``, ``mmap.mmap``).
@@ -83,6 +83,8 @@ def _folders(folder: str, mtime: int, inode: int) -> tuple[str, ...]:
 #: While :func:`one_look` is open: what one stat said of each path looked at (or its error).
 _LOOKED: ContextVar[dict[str, os.stat_result | OSError] | None] = ContextVar(
     "runcompare_looked", default=None)
+#: While :func:`one_look` is open: each path resolved in it, by the path as spelled.
+_RESOLVED: ContextVar[dict[str, Path] | None] = ContextVar("runcompare_resolved", default=None)
 
 
 @contextmanager
@@ -90,17 +92,31 @@ def one_look() -> Iterator[None]:
     """Within it, each path is stat'ed once: a folder's stamp (:func:`folder_stamp`) and what a
     path is (:func:`is_file`, :func:`is_dir`) are those of the first look, however many
     formats ask again (reading a run of a sweep, 18 formats ask about its folder and the files
-    they know by name: 186 stats without this, 38 with it). What a detection and the read
-    after it see is then one moment of the tree, as a look at it would be. Nested uses share
-    the outer one's looks."""
+    they know by name: 186 stats without this, 38 with it), and each path is resolved once
+    (:func:`resolved`). What a detection and the read after it see is then one moment of the
+    tree, as a look at it would be. Nested uses share the outer one's looks."""
     if _LOOKED.get() is not None:
         yield
         return
-    token = _LOOKED.set({})
+    token, resolving = _LOOKED.set({}), _RESOLVED.set({})
     try:
         yield
     finally:
         _LOOKED.reset(token)
+        _RESOLVED.reset(resolving)
+
+
+def resolved(path: Path) -> Path:
+    """``path.resolve()``, once per path inside :func:`one_look` (each component's link read
+    once: a run's files, its folder and its cache key ask it of the same paths)."""
+    memo = _RESOLVED.get()
+    if memo is None:
+        return path.resolve()
+    key = str(path)
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = path.resolve()
+    return found
 
 
 def _stat(path: Path) -> os.stat_result | OSError:

@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ...errors import InputError
-from ..codecs.files import LISTINGS, files_in, folder_stamp, is_file, natural
+from ..codecs.files import LISTINGS, files_in, folder_stamp, is_file, natural, resolved
 from .lines import CHUNK_BYTES
 
 __all__ = ["HEAD_BYTES", "LOG_SUFFIXES", "head", "log_files", "logs_at"]
@@ -91,10 +91,10 @@ def logs_at(path: Path, claims: Callable[[str], bool], *, missing: str) -> list[
 
 
 def _is_wandb_file(path: Path) -> bool:
-    return path.name in _WANDB_DEBUG or _in_wandb_run(path.resolve().parent)
+    return path.name in _WANDB_DEBUG or _in_wandb_run(resolved(path).parent)
 
 
 def _in_wandb_run(folder: Path) -> bool:
     """Whether ``folder`` is in a W&B run folder (it, or one of its two parents)."""
-    folder = folder.resolve()
+    folder = resolved(folder)
     return any(_WANDB_RUN.match(f.name) for f in [folder, *folder.parents[:2]])

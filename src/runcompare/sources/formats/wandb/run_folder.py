@@ -23,7 +23,7 @@ import polars as pl
 from ....errors import InputError
 from ....facts import facts_from_config, finite_number
 from ....model import Fact, Finding, RawLog
-from ...codecs.files import files_in, folders_in, is_dir, is_file
+from ...codecs.files import files_in, folders_in, is_dir, is_file, resolved
 from ...config import hparams, nested_facts
 from ...format import Format
 from ._leg import RUN_DIR, SIDE_FILES, Leg, decode_leg, wandb_file
@@ -86,7 +86,7 @@ def run_folders(path: Path) -> list[Path]:
     if not is_dir(path):
         return []
     if _is_run_folder(path):
-        real = path.resolve()
+        real = resolved(path)
         siblings = [f for f in _run_folders_in(real.parent) if _run_id(f) == _run_id(real)]
         return siblings or [real]
     for folder in (path, path / "wandb"):
@@ -100,19 +100,19 @@ def _run_folders_in(folder: Path) -> list[Path]:
     seen: dict[Path, Path] = {}
     for child in folders_in(folder):
         if RUN_DIR.match(child.name):
-            seen.setdefault(child.resolve(), child)
+            seen.setdefault(resolved(child), child)
     return sorted(seen.values(), key=lambda f: (f.name.split("run-", 1)[1], f.name))
 
 
 def _is_run_folder(path: Path) -> bool:
-    return is_dir(path) and (RUN_DIR.match(path.resolve().name) is not None
+    return is_dir(path) and (RUN_DIR.match(resolved(path).name) is not None
                              or (wandb_file(path) is not None and not any(
                                  file.suffix == ".wandb" for folder in folders_in(path)
                                  for file in files_in(folder))))
 
 
 def _run_id(folder: Path) -> str:
-    match = RUN_DIR.match(folder.resolve().name)
+    match = RUN_DIR.match(resolved(folder).name)
     return match.group(2) if match else folder.name
 
 
