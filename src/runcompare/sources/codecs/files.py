@@ -62,22 +62,31 @@ LISTINGS = 1 << 14
 def files_in(folder: Path) -> list[Path]:
     """The regular files in ``folder`` (or links to one), in name order; [] when it is no
     folder or cannot be listed."""
-    return [folder / name for name, kind in _listing(folder) if kind == "file"]
+    stamp = folder_stamp(folder)
+    return [] if stamp is None else list(_files(folder, *stamp))
 
 
 def folders_in(folder: Path) -> list[Path]:
     """The folders in ``folder`` (or links to one), in natural name order (:func:`natural`:
     the runs of a sweep as people count them)."""
     stamp = folder_stamp(folder)
-    return [] if stamp is None else [folder / name for name in _folders(str(folder), *stamp)]
+    return [] if stamp is None else list(_folders(folder, *stamp))
 
 
 @lru_cache(maxsize=LISTINGS)
-def _folders(folder: str, mtime: int, inode: int) -> tuple[str, ...]:
-    """The names of :func:`folders_in`, sorted once for the folder's mtime (a sweep's folder
-    is walked by every format that looks for runs under it)."""
-    return tuple(sorted((name for name, kind in _entries(folder, mtime, inode)
-                         if kind == "folder"), key=natural))
+def _files(folder: Path, mtime: int, inode: int) -> tuple[Path, ...]:
+    """:func:`files_in`, made once for the folder's mtime (as :func:`_folders`)."""
+    return tuple(folder / name for name, kind in _entries(str(folder), mtime, inode)
+                 if kind == "file")
+
+
+@lru_cache(maxsize=LISTINGS)
+def _folders(folder: Path, mtime: int, inode: int) -> tuple[Path, ...]:
+    """:func:`folders_in`, sorted and made once for the folder's mtime (a sweep's folder is
+    walked by every format that looks for runs under it: its paths are not made again)."""
+    names = sorted((name for name, kind in _entries(str(folder), mtime, inode)
+                    if kind == "folder"), key=natural)
+    return tuple(folder / name for name in names)
 
 
 #: While :func:`one_look` is open: what one stat said of each path looked at (or its error).
@@ -222,11 +231,6 @@ def natural(name: str) -> tuple[tuple[object, ...], str]:
     """
     parts = re.split(r"(\d+)", name)  # text, digits, text, ...: like parts compare alike
     return tuple(int(part) if i % 2 else part for i, part in enumerate(parts)), name
-
-
-def _listing(folder: Path) -> tuple[tuple[str, str], ...]:
-    stamp = folder_stamp(folder)
-    return () if stamp is None else _entries(str(folder), *stamp)
 
 
 @lru_cache(maxsize=LISTINGS)
