@@ -12,8 +12,8 @@ import polars as pl
 import pytest
 
 import runcompare as rc
-from runcompare.cache import cache_dir, read_cached
-from runcompare.model import RAW_SCHEMA, Fact, Finding, RawLog
+from runcompare.cache import cache_dir, points_stream, read_cached, stream_points
+from runcompare.model import RAW_SCHEMA, SCALAR_SCHEMA, Fact, Finding, RawLog
 from runcompare.sources import REGISTRY, Format
 
 from .conftest import DATA
@@ -382,3 +382,19 @@ def test_two_reads_at_once_both_keep_their_runs(sweep, counted_builds, tmp_path)
     assert len(_packs()) in (1, 2)  # 1: one read found the other's pack
     runs = rc.load_many([sweep])
     assert not counted_builds and len(runs) == 6
+
+
+def test_a_stream_leaves_out_the_empty_columns_and_reads_back_the_same_points():
+    """points_stream writes a column of nulls as its name only (a run of trainer_state.json
+    logs no wall time: 7 of its 12 columns are empty); stream_points makes them again."""
+    hf = rc.load(DATA / "hf_seeds" / "lr1e-3_seed1", source="hf-trainer", cache=False).scalars
+    tb = rc.load(DATA / "tensorboard" / "torch_simple", cache=False).scalars
+    for points in (hf, tb, hf.clear(), hf.head(1)):
+        stream = points_stream(points)
+        head = json.loads(stream.partition(b"\n")[0])
+        assert head == [points.height, [c for c in points.columns if points.height
+                                        and points.get_column(c).null_count() == points.height]]
+        back = stream_points(stream, SCALAR_SCHEMA)
+        assert back.equals(points) and back.schema == points.schema
+    assert "wall_time" in json.loads(points_stream(hf).partition(b"\n")[0])[1]
+    assert "wall_time" not in json.loads(points_stream(tb).partition(b"\n")[0])[1]

@@ -4,7 +4,6 @@ files and settings, and kept there when it was built afresh."""
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -22,9 +21,10 @@ from ..cache import (
     points_stream,
     read_built,
     stored_runs,
+    stream_points,
 )
 from ..errors import InputError, RuncompareError
-from ..model import Fact, Finding, RawLog, Run
+from ..model import SCALAR_SCHEMA, Fact, Finding, RawLog, Run
 from ..resolve import SIDECAR
 from ..sources import REGISTRY, Format, detect, unreadable
 from ..sources.codecs.files import one_look, resolved
@@ -72,14 +72,14 @@ class Read:
     run: Run | None
     error: RuncompareError | None
     split: int
-    #: The run's points as the zstd IPC stream the cache will keep or read (None: not made).
+    #: The run's points as the stream the cache will keep or read (None: not made).
     stream: bytes | None = None
     #: The run's metadata for the cache to keep with ``stream`` (None: it is not kept).
     fresh: bytes | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        """Sent from a worker with the points as a zstd-compressed Arrow IPC stream (the
-        cache's, when it keeps or read one): a twentieth of the bytes of a pickled frame,
+        """Sent from a worker with the points as the cache's stream of them (the one it keeps or
+        read, :func:`~..cache.points_stream`): a twentieth of the bytes of a pickled frame,
         written and read in about half a millisecond."""
         state = dict(self.__dict__)
         state.pop("stream")
@@ -93,7 +93,7 @@ class Read:
         points = state.pop("points", None)
         self.__dict__.update(state, stream=points if state.get("fresh") else None)
         if points is not None and self.run is not None:
-            self.run.scalars = pl.read_ipc_stream(io.BytesIO(points))
+            self.run.scalars = stream_points(points, SCALAR_SCHEMA)
 
 
 def stage(task: Task) -> Read | Finding:
