@@ -195,7 +195,9 @@ def _by_metric_then_step(codes: np.ndarray, steps: np.ndarray, size: int) -> np.
     order = np.argsort(codes.astype(np.uint16), kind="stable")
     ordered = steps[order]
     bounds = np.flatnonzero(np.diff(codes[order])) + 1
-    backwards = np.flatnonzero(np.diff(ordered) < 0) + 1
+    drops = np.diff(ordered) < 0
+    drops[bounds - 1] = False  # from one metric's last step to the next one's first
+    backwards = np.flatnonzero(drops) + 1
     if not backwards.size:
         return order
     for segment in np.unique(np.searchsorted(bounds, backwards, side="right")).tolist():

@@ -26,6 +26,7 @@ from ..display import did_you_mean
 from ..errors import InputError, NoLogsFoundError, UsageError
 from .codecs.files import (
     LFS_POINTER,
+    exists,
     files_in,
     is_dir,
     is_file,
@@ -92,9 +93,9 @@ def detect(path: Path, *, source: str | None = None) -> dict[str, Format]:
     Raises :class:`InputError` for a missing path and :class:`NoLogsFoundError` when no format
     (or not the one asked for with ``source``) recognises it.
     """
-    if not path.exists() and not any(fmt.virtual(path) for fmt in FORMATS if fmt.virtual):
+    if not exists(path) and not any(fmt.virtual(path) for fmt in FORMATS if fmt.virtual):
         raise InputError(f"{path}: no such file or directory")
-    if path.exists() and not is_file(path) and not is_dir(path):
+    if exists(path) and not is_file(path) and not is_dir(path):
         raise InputError(f"{path}: not a regular file or folder (a FIFO, socket or device, "
                          "which would never end); point runcompare at a log file or a run folder")
     if is_file(path) and not may_read(path):

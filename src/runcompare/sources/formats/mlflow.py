@@ -33,7 +33,7 @@ import polars as pl
 
 from ...errors import InputError
 from ...model import RAW_SCHEMA, Finding, RawLog
-from ..codecs.files import files_below, is_dir, is_file
+from ..codecs.files import exists, files_below, is_dir, is_file
 from ..config import hparams, load_yaml, nested_facts
 from ..format import Format
 from ..naming import LIGHTNING, PRINTED, TRAINER, canonical_names
@@ -172,7 +172,7 @@ def _describe(root: Path, base: Path) -> str:
 def _virtual(path: Path) -> tuple[Path, str] | None:
     """``(db, run_id)`` when ``path`` is ``<db>/<run_id>`` for an MLflow SQLite ``db``."""
     parent = path.parent
-    if path.exists() or not is_file(parent) or not is_database(parent):
+    if exists(path) or not is_file(parent) or not is_database(parent):
         return None
     return parent, path.name
 

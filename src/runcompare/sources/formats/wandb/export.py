@@ -35,7 +35,7 @@ import polars as pl
 
 from ....errors import InputError
 from ....model import Finding, RawLog
-from ...codecs.files import files_in, is_file
+from ...codecs.files import exists, files_in, is_file
 from ...format import Format
 from ...textlog.damage import cut_finding, without_cut_row
 from ._history import with_values
@@ -177,7 +177,7 @@ def _panel_root(path: Path) -> tuple[list[Path], str] | None:
     """``(panel files, run)`` when ``path`` is ``<panel csv>/<run>`` or ``<folder>/<run>`` (the
     folder's panel CSVs holding that run, all on one x-axis)."""
     parent = path.parent
-    if path.exists() or not parent.exists():
+    if exists(path) or not exists(parent):
         return None
     run = _decode(path.name)
     candidates = [parent] if is_file(parent) else (

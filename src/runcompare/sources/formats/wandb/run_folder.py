@@ -14,6 +14,7 @@ e.g. the HF Trainer's ``train/global_step``) counts optimizer steps. Without one
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -105,14 +106,22 @@ def _run_folders_in(folder: Path) -> list[Path]:
 
 
 def _is_run_folder(path: Path) -> bool:
-    return is_dir(path) and (RUN_DIR.match(resolved(path).name) is not None
+    return is_dir(path) and (RUN_DIR.match(_real_name(path)) is not None
                              or (wandb_file(path) is not None and not any(
                                  file.suffix == ".wandb" for folder in folders_in(path)
                                  for file in files_in(folder))))
 
 
+def _real_name(path: Path) -> str:
+    """The name of what ``path`` leads to (``latest-run``: the run folder it links to);
+    resolved only where it can differ from ``path``'s own name (a link, or ``..``)."""
+    if path.name in ("", ".", "..") or os.path.islink(path):
+        return resolved(path).name
+    return path.name
+
+
 def _run_id(folder: Path) -> str:
-    match = RUN_DIR.match(resolved(folder).name)
+    match = RUN_DIR.match(_real_name(folder))
     return match.group(2) if match else folder.name
 
 
