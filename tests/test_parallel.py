@@ -4,6 +4,7 @@ runs that share a name are handled alike. Real HF runs copied into a sweep of 18
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shutil
@@ -100,6 +101,19 @@ def test_this_process_works_beside_the_pool_and_the_order_is_kept():
     assert [task for task, _ in done] == list(range(100, 228))
     pids = {pid for _, pid in done}
     assert os.getpid() in pids and len(pids) == 2  # the last chunks here, the first in a worker
+
+
+def _frozen(task):
+    time.sleep(0.04)  # as _where: the first chunks go to the worker
+    return os.getpid(), gc.get_freeze_count()
+
+
+def test_a_worker_starts_with_the_imports_frozen_out_of_the_collector():
+    """The fork server freezes what its imports made (gc.freeze) before it forks a worker: no
+    worker's collection walks them, and the fork server exits without walking them."""
+    done = run_all(_frozen, list(range(64)), workers=2)
+    frozen = {count for pid, count in done if pid != os.getpid()}
+    assert frozen and min(frozen) > 10_000  # runcompare.load and polars: ~40,000 objects
 
 
 def test_an_error_in_any_task_is_raised_in_the_caller():
