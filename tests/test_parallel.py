@@ -111,7 +111,7 @@ def _frozen(task):
 def test_a_worker_starts_with_the_imports_frozen_out_of_the_collector():
     """The fork server freezes what its imports made (gc.freeze) before it forks a worker: no
     worker's collection walks them, and the fork server exits without walking them."""
-    done = run_all(_frozen, list(range(64)), workers=2)
+    done = run_all(_frozen, list(range(128)), workers=2)
     frozen = {count for pid, count in done if pid != os.getpid()}
     assert frozen and min(frozen) > 10_000  # runcompare.load and polars: ~40,000 objects
 
