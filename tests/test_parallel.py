@@ -93,26 +93,21 @@ def _where(task):
         raise ValueError("task 13 fails")
     time.sleep(0.04)  # 128 of them: 5 s in this process alone, so a slow fork server still
     # starts its worker while chunks are left
-    return task, os.getpid()
+    return task, os.getpid(), gc.get_freeze_count()
 
 
 def test_this_process_works_beside_the_pool_and_the_order_is_kept():
     done = run_all(_where, list(range(100, 228)), workers=2)
-    assert [task for task, _ in done] == list(range(100, 228))
-    pids = {pid for _, pid in done}
+    assert [task for task, _, _ in done] == list(range(100, 228))
+    pids = {pid for _, pid, _ in done}
     assert os.getpid() in pids and len(pids) == 2  # the last chunks here, the first in a worker
-
-
-def _frozen(task):
-    time.sleep(0.04)  # as _where: the first chunks go to the worker
-    return os.getpid(), gc.get_freeze_count()
 
 
 def test_a_worker_starts_with_the_imports_frozen_out_of_the_collector():
     """The fork server freezes what its imports made (gc.freeze) before it forks a worker: no
     worker's collection walks them, and the fork server exits without walking them."""
-    done = run_all(_frozen, list(range(128)), workers=2)
-    frozen = {count for pid, count in done if pid != os.getpid()}
+    done = run_all(_where, list(range(100, 228)), workers=2)
+    frozen = {count for _, pid, count in done if pid != os.getpid()}
     assert frozen and min(frozen) > 10_000  # runcompare.load and polars: ~40,000 objects
 
 
