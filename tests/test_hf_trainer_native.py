@@ -15,6 +15,7 @@ import shutil
 import struct
 import subprocess
 import sys
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -386,6 +387,50 @@ def test_numbers_near_the_rounding_edges_are_read_as_python_reads_them():
     tokens = [t for t in tokens if not re.fullmatch(r"-?\d{19,}", t)]  # left to json.loads
     expected = [float(json.loads(t)) for t in tokens]
     assert [_bits(v) for v in _values(tokens)] == [_bits(v) for v in expected]
+
+
+def test_numbers_of_every_exponent_are_read_as_python_reads_them():
+    """Up to 19 significant digits at every power of ten the reader's table holds and past
+    it (the Eisel-Lemire path, and what it leaves to the exact paths: near-halfway products,
+    subnormal and infinite results), and fractions whose digits the reader takes eight at a
+    time (after leading zeros, 8 and 16 digits exactly, cut by an exponent)."""
+    rng = random.Random(11)
+    tokens = []
+    for exponent in range(-360, 330):
+        for digits in (1, 9, 16, 17, 18, 19):
+            mantissa = rng.randrange(10 ** (digits - 1), 10 ** digits)
+            tokens += [f"{mantissa}e{exponent}", f"-{mantissa}E{exponent:+d}"]
+        odd = 2**53 + 2 * rng.randrange(2**52) + 1  # a halfway point of 54 bits
+        tokens.append(f"{odd}e{exponent}")
+    for _ in range(2000):
+        digits = "".join(rng.choice("0123456789") for _ in range(rng.randrange(1, 25)))
+        zeros = "0" * rng.choice((0, 0, 1, 3, 8))
+        whole = rng.choice(("0", "1", "42", "12345678"))
+        tokens += [f"{whole}.{zeros}{digits}", f"{whole}.{zeros}{digits}e-{rng.randrange(40)}"]
+    tokens += ["0.12345678", "0.1234567890123456", "0.00000000123456789012", "1.00000000",
+               "0.0000000000000000000000", "9.9999999999999999999e307", "2.2250738585072011e-308",
+               "2.2250738585072014e-308", "4.9406564584124654e-324", "1.7976931348623157e308",
+               "1.7976931348623159e308"]
+    expected = [float(json.loads(t)) for t in tokens]
+    assert [_bits(v) for v in _values(tokens)] == [_bits(v) for v in expected]
+
+
+def test_the_table_of_powers_of_ten_is_each_power_rounded_down_to_128_bits():
+    """POW10_128 in _jsoncols.c (scripts/make_pow10_table.py writes it), worked out again:
+    10^e times the power of two that gives 128 bits, rounded down."""
+    source = (ROOT / "src/runcompare/sources/codecs/_jsoncols.c").read_text()
+    low, high = (int(v) for v in re.search(r"#define POW10_MIN \((-\d+)\)\n"
+                                           r"#define POW10_MAX (\d+)", source).groups())
+    rows = re.findall(r"\{0x([0-9A-F]{16})u, 0x([0-9A-F]{16})u\}, /\* 1e(-?\d+) \*/", source)
+    assert [int(e) for _, _, e in rows] == list(range(low, high + 1))
+    for hi, lo, e in rows:
+        power = Fraction(10) ** int(e)
+        shift = 127 - power.numerator.bit_length() + power.denominator.bit_length()
+        while math.floor(power * Fraction(2) ** shift) >= 2**128:
+            shift -= 1
+        while math.floor(power * Fraction(2) ** shift) < 2**127:
+            shift += 1
+        assert int(hi + lo, 16) == math.floor(power * Fraction(2) ** shift), e
 
 
 def test_pure_mode_in_a_subprocess_reads_the_same(tmp_path):
