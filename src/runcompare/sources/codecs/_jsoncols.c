@@ -954,7 +954,7 @@ static int number(Parser *ps, double *out, int *is_int, int64_t *ival) {
     if (s < end && *s == '.') {
         s++;
         const unsigned char *first = s;
-        if (significant == 0)
+        if (significant == 0) /* leading zeros: no significant digit, a power of ten less */
             for (; s < end && *s == '0'; s++)
                 exp10--;
         uint64_t eight;
@@ -965,10 +965,6 @@ static int number(Parser *ps, double *out, int *is_int, int64_t *ival) {
             s += 8;
         }
         for (; s < end && *s >= '0' && *s <= '9'; s++) {
-            if (significant == 0 && *s == '0') {
-                exp10--;
-                continue;
-            }
             if (significant < 19) {
                 mantissa = mantissa * 10 + (uint64_t)(*s - '0');
                 exp10--;
