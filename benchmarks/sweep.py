@@ -29,7 +29,8 @@ round, so a busy machine hurts all of them alike), and each line gives the media
   worker fork server started): the read alone, side by side;
 - **whole process**: each contender in a fresh process of its own: the read timed inside it
   after its imports, and the whole process (interpreter start and imports too: what a
-  command pays).
+  command pays), with its parts: the imports, and the rest (the interpreter's start, and
+  its exit, which tears down every module imported and hands back the memory left).
 
 The ratios of the medians against runcompare cold are printed for both. Given several
 ``--runs``, the last lines compare the time per run (one process) across the sizes, for every
@@ -64,13 +65,16 @@ from runcompare.parallel import cores
 
 TIMER = """
 import json, sys, time
+imported = time.perf_counter()
 from pathlib import Path
 {imports}
+imported = time.perf_counter() - imported
 def main():
     folder = Path(sys.argv[1])
     start = time.perf_counter()
     points = {read}
-    print(json.dumps({{"seconds": time.perf_counter() - start, "points": points}}))
+    print(json.dumps({{"seconds": time.perf_counter() - start, "points": points,
+                      "imports": imported}}))
 if __name__ == "__main__":
     main()
 """
@@ -285,6 +289,10 @@ def _report(title: str, together: dict[str, list[dict]], apart: dict[str, list[d
                 together["bound: parse + frame"], "seconds")
             print(f"  the bound (one process) is {bound:.2f}× faster than {peer}; on "
                   f"{cores()} cores at most {cores() * bound:.2f}×, less the worker's start")
+    print("  whole process in parts (medians): " + "; ".join(
+        f"{name} {_median(rows, 'imports'):.2f} s imports, "
+        f"{statistics.median(r['process'] - r['imports'] - r['seconds'] for r in rows):.2f}"
+        " s start and exit" for name, rows in apart.items()))
     print(f"  cold {_median(together[cold], 'seconds'):.2f} s in one process, "
           f"{_median(apart[cold], 'process'):.2f} s as a process (goal < 4 s); warm "
           f"{_median(together['runcompare warm'], 'seconds'):.2f} s and "
