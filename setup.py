@@ -9,8 +9,12 @@ event files with numpy alone (slower, the same results).
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension(name, [source], optional=True) for name, source in (
-    ("runcompare.sources.textlog._scan", "src/runcompare/sources/textlog/_scan.c"),
-    ("runcompare.sources.codecs._jsoncols", "src/runcompare/sources/codecs/_jsoncols.c"),
-    ("runcompare.sources.codecs._wire", "src/runcompare/sources/codecs/_wire.c"),
+#: The number rounding that the line scanner and the JSON reader include.
+DECIMAL = ["src/runcompare/sources/codecs/_decimal.h"]
+
+setup(ext_modules=[Extension(name, [source], depends=depends, optional=True)
+                   for name, source, depends in (
+    ("runcompare.sources.textlog._scan", "src/runcompare/sources/textlog/_scan.c", DECIMAL),
+    ("runcompare.sources.codecs._jsoncols", "src/runcompare/sources/codecs/_jsoncols.c", DECIMAL),
+    ("runcompare.sources.codecs._wire", "src/runcompare/sources/codecs/_wire.c", []),
 )])

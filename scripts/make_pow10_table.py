@@ -1,5 +1,6 @@
-"""Write the powers of ten that the native JSON reader rounds numbers with (Eisel–Lemire) into
-src/runcompare/sources/codecs/_jsoncols.c, between its POW10_128 markers.
+"""Write the powers of ten that the native readers round numbers with (Eisel–Lemire) into
+src/runcompare/sources/codecs/_decimal.h (the native readers' number rounding), between its
+POW10_128 markers.
 
 Each row is 10^e for e in [POW10_MIN, POW10_MAX] as a 128-bit mantissa M (high 64 bits, low
 64 bits) with 2^127 <= M < 2^128, rounded down: M = floor(10^e * 2^(127 - floor(log2 10^e))).
@@ -16,7 +17,7 @@ import re
 from fractions import Fraction
 from pathlib import Path
 
-SOURCE = Path(__file__).resolve().parents[1] / "src/runcompare/sources/codecs/_jsoncols.c"
+SOURCE = Path(__file__).resolve().parents[1] / "src/runcompare/sources/codecs/_decimal.h"
 #: Below 10^-342 every 19-digit mantissa gives less than the smallest double; above 10^308,
 #: more than the largest.
 POW10_MIN, POW10_MAX = -342, 308

@@ -416,9 +416,9 @@ def test_numbers_of_every_exponent_are_read_as_python_reads_them():
 
 
 def test_the_table_of_powers_of_ten_is_each_power_rounded_down_to_128_bits():
-    """POW10_128 in _jsoncols.c (scripts/make_pow10_table.py writes it), worked out again:
+    """POW10_128 in _decimal.h (scripts/make_pow10_table.py writes it), worked out again:
     10^e times the power of two that gives 128 bits, rounded down."""
-    source = (ROOT / "src/runcompare/sources/codecs/_jsoncols.c").read_text()
+    source = (ROOT / "src/runcompare/sources/codecs/_decimal.h").read_text()
     low, high = (int(v) for v in re.search(r"#define POW10_MIN \((-\d+)\)\n"
                                            r"#define POW10_MAX (\d+)", source).groups())
     rows = re.findall(r"\{0x([0-9A-F]{16})u, 0x([0-9A-F]{16})u\}, /\* 1e(-?\d+) \*/", source)

@@ -4,7 +4,9 @@ polars parsers read, on the real text logs and on the benchmark's formats."""
 from __future__ import annotations
 
 import math
+import random
 import re
+import struct
 import sys
 
 import numpy as np
@@ -106,6 +108,31 @@ def test_numbers_are_read_as_polars_casts_them(value, form):
     expected = pl.Series([text]).cast(pl.Float64, strict=False)[0]
     assert matched == [0]
     assert values[0][0] == expected or (math.isnan(expected) and math.isnan(values[0][0]))
+
+
+def test_numbers_of_every_exponent_are_read_as_python_reads_them():
+    """The scanner rounds as the JSON reader does (_decimal.h): up to 19 significant digits at
+    every power of ten and past it, more digits than 19 (left to strtod), leading zeros in the
+    whole part and in the fraction, a fraction cut by an exponent, and the edges of the
+    subnormal and overflow ranges."""
+    rng = random.Random(5)
+    tokens = []
+    for exponent in range(-350, 320):
+        for digits in (1, 9, 16, 17, 19, 23):
+            mantissa = rng.randrange(10 ** (digits - 1), 10 ** digits)
+            tokens += [f"{mantissa}e{exponent}", f"-{mantissa}E{exponent:+d}"]
+    for _ in range(1000):
+        digits = "".join(rng.choice("0123456789") for _ in range(rng.randrange(1, 25)))
+        zeros = "0" * rng.choice((0, 1, 3, 8))
+        whole = rng.choice(("0", "007", "1", "12345678"))
+        tokens += [f"{whole}.{zeros}{digits}", f"{whole}.{zeros}{digits}e-{rng.randrange(30)}"]
+    tokens += ["5.", "0", "-0", "1e999", "2.2250738585072011e-308", "4.9406564584124654e-324",
+               "1.7976931348623157e308", "1.7976931348623159e308"]
+    data = "".join(f"{token}\n" for token in tokens).encode()
+    _, matched, values, _, _ = _scan(data, [("num", "")], 1)
+    assert matched == list(range(len(tokens)))
+    assert [struct.pack("<d", row[0]) for row in values] == [
+        struct.pack("<d", float(token)) for token in tokens]
 
 
 def test_timestamps_are_read_as_polars_reads_them():

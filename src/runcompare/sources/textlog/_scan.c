@@ -31,6 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../codecs/_decimal.h"
+
 enum { OP_LIT = 1, OP_WS, OP_NUM, OP_TS, OP_SKIPTO, OP_END, OP_INT, OP_POS, OP_NOT, OP_UPTO,
        OP_APART };
 
@@ -63,71 +65,45 @@ static int put(Buffer *b, const void *src, size_t n) {
     return 0;
 }
 
-static const double POW10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
-                               1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
-                               1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
-
-/* A number at p (before end) into *out; the bytes read, 0 when none. Clinger's fast path
- * (an integer mantissa below 2^53 times or over an exact power of ten is correctly rounded
- * by one IEEE operation); strtod, correctly rounded in glibc, for the rest. */
+/* A number at p (before end) into *out, rounded as _decimal.h rounds it; the bytes read, 0
+ * when none. */
 static size_t number(const char *p, const char *end, double *out) {
-    const char *s = p;
-    int negative = 0, digits = 0, exp10 = 0, exact = 1;
-    uint64_t mantissa = 0;
-    if (s < end && *s == '-') {
+    const unsigned char *s = (const unsigned char *)p, *stop = (const unsigned char *)end;
+    int negative = 0;
+    Decimal d = {0, 0, 0};
+    if (s < stop && *s == '-') {
         negative = 1;
         s++;
     }
-    const char *first = s;
-    for (; s < end && *s >= '0' && *s <= '9'; s++, digits++) {
-        if (mantissa < (1ULL << 53) / 10)
-            mantissa = mantissa * 10 + (uint64_t)(*s - '0');
-        else
-            exact = 0;
-    }
+    const unsigned char *first = s;
+    s = decimal_digits(&d, s, stop, 0);
     if (s == first)
         return 0;
-    if (s < end && *s == '.') {
-        s++;
-        for (; s < end && *s >= '0' && *s <= '9'; s++) {
-            if (mantissa < (1ULL << 53) / 10) {
-                mantissa = mantissa * 10 + (uint64_t)(*s - '0');
-                exp10--;
-            } else {
-                exact = 0;
-            }
-        }
-    }
-    if (s < end && (*s == 'e' || *s == 'E')) {
-        const char *e = s + 1;
+    if (s < stop && *s == '.')
+        s = decimal_digits(&d, s + 1, stop, 1);
+    if (s < stop && (*s == 'e' || *s == 'E')) {
+        const unsigned char *e = s + 1;
         int sign = 1, value = 0;
-        if (e < end && (*e == '-' || *e == '+')) {
+        if (e < stop && (*e == '-' || *e == '+')) {
             sign = *e == '-' ? -1 : 1;
             e++;
         }
-        const char *edigits = e;
-        for (; e < end && *e >= '0' && *e <= '9'; e++)
+        const unsigned char *edigits = e;
+        for (; e < stop && *e >= '0' && *e <= '9'; e++)
             if (value < 100000)
                 value = value * 10 + (*e - '0');
         if (e > edigits) {
-            exp10 += sign * value;
+            d.exp10 += sign * value;
             s = e;
         }
     }
-    size_t used = (size_t)(s - p);
-    if (exact && exp10 >= -22 && exp10 <= 22) {
-        double value = (double)mantissa;
-        value = exp10 < 0 ? value / POW10[-exp10] : value * POW10[exp10];
+    size_t used = (size_t)(s - (const unsigned char *)p);
+    double value;
+    if (decimal_value(&d, &value) == 0) {
         *out = negative ? -value : value;
         return used;
     }
-    char copy[512];
-    if (used >= sizeof copy)
-        return 0;
-    memcpy(copy, p, used);
-    copy[used] = '\0';
-    *out = strtod(copy, NULL);
-    return used;
+    return decimal_strtod((const unsigned char *)p, used, out) == 0 ? used : 0;
 }
 
 static int digits(const char *p, int n) {
