@@ -4,7 +4,6 @@ polars parsers read, on the real text logs and on the benchmark's formats."""
 from __future__ import annotations
 
 import math
-import random
 import re
 import struct
 import sys
@@ -20,7 +19,7 @@ from runcompare.sources.textlog import layout as _layout
 from runcompare.sources.textlog import lines as _lines
 from runcompare.sources.textlog.values import timestamp
 
-from .conftest import DATA, ROOT, SAMPLES
+from .conftest import DATA, ROOT, SAMPLES, decimal_tokens
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import text_ingest
@@ -111,23 +110,10 @@ def test_numbers_are_read_as_polars_casts_them(value, form):
 
 
 def test_numbers_of_every_exponent_are_read_as_python_reads_them():
-    """The scanner rounds as the JSON reader does (_decimal.h): up to 19 significant digits at
-    every power of ten and past it, more digits than 19 (left to strtod), leading zeros in the
-    whole part and in the fraction, a fraction cut by an exponent, and the edges of the
-    subnormal and overflow ranges."""
-    rng = random.Random(5)
-    tokens = []
-    for exponent in range(-350, 320):
-        for digits in (1, 9, 16, 17, 19, 23):
-            mantissa = rng.randrange(10 ** (digits - 1), 10 ** digits)
-            tokens += [f"{mantissa}e{exponent}", f"-{mantissa}E{exponent:+d}"]
-    for _ in range(1000):
-        digits = "".join(rng.choice("0123456789") for _ in range(rng.randrange(1, 25)))
-        zeros = "0" * rng.choice((0, 1, 3, 8))
-        whole = rng.choice(("0", "007", "1", "12345678"))
-        tokens += [f"{whole}.{zeros}{digits}", f"{whole}.{zeros}{digits}e-{rng.randrange(30)}"]
-    tokens += ["5.", "0", "-0", "1e999", "2.2250738585072011e-308", "4.9406564584124654e-324",
-               "1.7976931348623157e308", "1.7976931348623159e308"]
+    """The scanner rounds as the JSON reader does (_decimal.h): numbers of every exponent, of
+    more digits than 19 (left to strtod), with leading zeros in the whole part and in the
+    fraction, and the text forms JSON has not ("5.", "007.5")."""
+    tokens = decimal_tokens(5, ("0", "007", "1", "12345678")) + ["5.", "0", "-0", "1e999"]
     data = "".join(f"{token}\n" for token in tokens).encode()
     _, matched, values, _, _ = _scan(data, [("num", "")], 1)
     assert matched == list(range(len(tokens)))
