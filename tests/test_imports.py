@@ -15,7 +15,8 @@ from .importgraph import PACKAGE, cycle, graph, imports
 #: package (a subpackage of the same layer), never above. A name is a module or a package
 #: (all of its modules).
 LAYERS: list[tuple[str, ...]] = [
-    ("runcompare._version", "runcompare._lazy", "runcompare._forkserver", "runcompare.errors"),
+    ("runcompare._version", "runcompare._lazy", "runcompare._forkserver", "runcompare._forkserver_env",
+     "runcompare.errors"),
     ("runcompare.display", "runcompare.options", "runcompare.parallel"),
     ("runcompare.model",),
     ("runcompare.facts", "runcompare.batch", "runcompare.outputs"),

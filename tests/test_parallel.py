@@ -111,6 +111,21 @@ def test_a_worker_starts_with_the_imports_frozen_out_of_the_collector():
     assert frozen and min(frozen) > 10_000  # runcompare.load and polars: ~40,000 objects
 
 
+def _blas(task):
+    time.sleep(0.04)  # as _where: the worker starts while chunks are left
+    return os.getpid(), os.environ.get("OPENBLAS_NUM_THREADS")
+
+
+def test_a_worker_loads_numpy_with_one_blas_thread_unless_the_user_set_a_count():
+    """The fork server sets OPENBLAS_NUM_THREADS=1 before its imports load numpy (no reader
+    multiplies a matrix, and the threads OpenBLAS starts spin on the cores the read needs); a
+    count the user set is kept, and this process's environment is left as it was."""
+    before = os.environ.get("OPENBLAS_NUM_THREADS")
+    done = run_all(_blas, list(range(64)), workers=2)
+    assert {blas for pid, blas in done if pid != os.getpid()} == {before or "1"}
+    assert os.environ.get("OPENBLAS_NUM_THREADS") == before
+
+
 def test_an_error_in_any_task_is_raised_in_the_caller():
     with pytest.raises(ValueError, match="task 13 fails"):
         run_all(_where, list(range(10, 74)), workers=2)  # a worker's chunk

@@ -204,14 +204,16 @@ def _on_cluster(func: Callable[[T], R], tasks: Sequence[T], scheduler: str,
 
 
 def _context() -> Any:
-    """A fork server that has imported the readers (so a worker starts in milliseconds) and
-    is made ready to fork them (:mod:`runcompare._forkserver`), or fresh interpreters where
-    there is no fork server."""
+    """A fork server that has imported the readers (so a worker starts in milliseconds),
+    with numpy's BLAS on one thread (:mod:`runcompare._forkserver_env`), and is made ready to
+    fork them (:mod:`runcompare._forkserver`), or fresh interpreters where there is no fork
+    server."""
     try:
         context = multiprocessing.get_context("forkserver")
     except ValueError:  # pragma: no cover - Windows
         return multiprocessing.get_context("spawn")
-    context.set_forkserver_preload(["runcompare.load", "runcompare._forkserver"])
+    context.set_forkserver_preload(["runcompare._forkserver_env", "runcompare.load",
+                                     "runcompare._forkserver"])
     return context
 
 
