@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import io
 import json
 import os
 import shutil
@@ -384,17 +385,24 @@ def test_two_reads_at_once_both_keep_their_runs(sweep, counted_builds, tmp_path)
     assert not counted_builds and len(runs) == 6
 
 
-def test_a_stream_leaves_out_the_empty_columns_and_reads_back_the_same_points():
+def test_a_stream_leaves_out_the_empty_columns_and_the_run_name_and_reads_back_the_same():
     """points_stream writes a column of nulls as its name only (a run of trainer_state.json
-    logs no wall time: 7 of its 12 columns are empty); stream_points makes them again."""
-    hf = rc.load(DATA / "hf_seeds" / "lr1e-3_seed1", source="hf-trainer", cache=False).scalars
-    tb = rc.load(DATA / "tensorboard" / "torch_simple", cache=False).scalars
-    for points in (hf, tb, hf.clear(), hf.head(1)):
-        stream = points_stream(points)
-        head = json.loads(stream.partition(b"\n")[0])
-        assert head == [points.height, [c for c in points.columns if points.height
-                                        and points.get_column(c).null_count() == points.height]]
-        back = stream_points(stream, SCALAR_SCHEMA)
-        assert back.equals(points) and back.schema == points.schema
+    logs no wall time: 7 of its 12 columns are empty), and the run's name once, not on every
+    point; stream_points makes them again."""
+    hf_run = rc.load(DATA / "hf_seeds" / "lr1e-3_seed1", source="hf-trainer", cache=False)
+    tb_run = rc.load(DATA / "tensorboard" / "torch_simple", cache=False)
+    hf, tb = hf_run.scalars, tb_run.scalars
+    for run, points in ((hf_run, hf), (tb_run, tb), (hf_run, hf.clear()), (hf_run, hf.head(1))):
+        for same in ({}, {"run": run.name}):
+            stream = points_stream(points, same)
+            head, _, body = stream.partition(b"\n")
+            empty = [c for c in points.columns if c not in same and points.height
+                     and points.get_column(c).null_count() == points.height]
+            assert json.loads(head) == [points.height, empty, same]
+            written = pl.read_ipc_stream(io.BytesIO(body)).columns
+            assert written == [c for c in points.columns if c not in empty and c not in same]
+            back = stream_points(stream, SCALAR_SCHEMA)
+            assert back.equals(points) and back.schema == points.schema
     assert "wall_time" in json.loads(points_stream(hf).partition(b"\n")[0])[1]
     assert "wall_time" not in json.loads(points_stream(tb).partition(b"\n")[0])[1]
+    assert len(points_stream(hf, {"run": hf_run.name})) < len(points_stream(hf))

@@ -33,6 +33,7 @@ from .model import (
     RawLog,
     framed,
     repeated,
+    with_constants,
 )
 
 if TYPE_CHECKING:
@@ -161,8 +162,8 @@ def normalize(raw: RawLog, batch: BatchConfig, *, run: str,
                     else elapsed.values * world / 3600, elapsed.valid)
     micro = _Column.of(None if accum is None else step * accum)
     size = kept.size
-    return framed({
-        "run": repeated(run, size, pl.String),
+    return with_constants(framed({
+        "run": repeated(None, size, pl.String),  # the run's name, below
         "metric": names[codes[kept]],  # a gather without gather's query (a sixth the cost)
         "value": values[kept],
         "step": step,
@@ -174,7 +175,7 @@ def normalize(raw: RawLog, batch: BatchConfig, *, run: str,
         "elapsed": elapsed.series(pl.Float64, size),
         "flops": flops.series(pl.Float64, size),
         "device_hours": hours.series(pl.Float64, size),
-    }, SCALAR_SCHEMA)
+    }, SCALAR_SCHEMA), {"run": run})
 
 
 def _among(codes: np.ndarray, chosen: list[int], size: int) -> np.ndarray:

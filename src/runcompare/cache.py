@@ -4,7 +4,8 @@ skips parsing them, and building them again with the same settings.
 Where: ``$XDG_CACHE_HOME/runcompare`` (``~/.cache/runcompare`` when unset).
 
 A parsed source is two files: ``<key>.arrow`` (the points as a zstd-compressed Arrow IPC
-stream after a line naming their empty columns, :func:`points_stream`: smaller than parquet
+stream after a line naming their empty columns and giving the run's name, which a built run
+has on every point, :func:`points_stream`: smaller than parquet
 for these frames, and written and read in a fifth of its time)
 and ``<key>.json`` (everything else of the :class:`~runcompare.model.RawLog`, and the listing
 it was read from), written in that order, each atomically, so a half-written entry is never
@@ -70,6 +71,7 @@ from .model import (
     RawLog,
     Run,
     repeated,
+    with_constants,
 )
 from .sources import Format
 from .sources.codecs.files import resolved
@@ -82,7 +84,7 @@ __all__ = ["PACKS", "SOURCES_FROM", "Stored", "built_entry", "built_key", "cache
            "stored_runs", "stream_points"]
 
 #: Bump when the layout of an entry changes.
-_FORMAT = 7
+_FORMAT = 8
 #: The loader keeps a run's parsed sources beside the run as built only when its files hold
 #: this many bytes: a smaller run parses about as fast as its entry reads back (a 0.5 MB
 #: event file: 2.8 ms against 1 ms), and writing the entry cost a sweep 1.4 ms a run.
@@ -251,7 +253,7 @@ def built_entry(listing: list[list[Any]], run: Run, extra: Any) -> tuple[bytes, 
                      for leg in run.legs],
             "hparams": _facts(run.hparams),
         }).encode("utf-8")
-        points = points_stream(run.scalars)
+        points = points_stream(run.scalars, {"run": run.name})
     except (TypeError, ValueError, pl.exceptions.PolarsError):
         return None
     return _entry_digest(meta, points).encode("ascii") + meta, points
@@ -431,17 +433,21 @@ def _store(entry: Path, listing: list[list[Any]], path: Path, raw: RawLog) -> No
             lambda f: f.write(_digest(body, data).encode("ascii") + b"\n" + body))
 
 
-def points_stream(points: pl.DataFrame) -> bytes:
-    """``points`` as :func:`stream_points` reads them: a line (JSON) giving the rows and the
-    columns that hold no value, then the other columns as a zstd-compressed Arrow IPC stream
-    (smaller than parquet for these frames, and written and read in a fifth of its time). A
-    column of nulls is made again without memory where a stream read writes it out: a run of
-    trainer_state.json has 7 of its 12 columns empty, and reading its stream back touches half
-    the memory (400 runs: 0.74 ms a run -> 0.51)."""
-    height, columns = points.height, points.get_columns()
+def points_stream(points: pl.DataFrame, same: Mapping[str, Any] | None = None) -> bytes:
+    """``points`` as :func:`stream_points` reads them: a line (JSON) giving the rows, the
+    columns that hold no value and the columns ``same`` says hold one value in every row (a
+    run's name: the caller knows it, and it is not looked at), then the other columns as a
+    zstd-compressed Arrow IPC stream (smaller than parquet for these frames, and written and
+    read in a fifth of its time). Neither kind of column takes memory where a stream read
+    writes it out: a run of trainer_state.json has 7 of its 12 columns empty and its name on
+    every point, and reading its stream back touches a third of the memory (400 runs: 0.74 ms
+    a run -> 0.51 without the empty columns)."""
+    same = dict(same or {})
+    height = points.height
+    columns = [points.get_column(name) for name in points.columns if name not in same]
     empty = [column.name for column in columns if height and column.null_count() == height]
     buffer = io.BytesIO()
-    buffer.write(json.dumps([height, empty]).encode("ascii") + b"\n")
+    buffer.write(json.dumps([height, empty, same]).encode("utf-8") + b"\n")
     pl.DataFrame([column for column in columns if column.name not in empty]).write_ipc_stream(
         buffer, compression="zstd")
     return buffer.getvalue()
@@ -451,10 +457,12 @@ def stream_points(stream: bytes, schema: Mapping[str, PolarsDataType]) -> pl.Dat
     """The points :func:`points_stream` wrote, on ``schema``'s columns in its order; raises
     ValueError or a PolarsError when ``stream`` is not such a stream of them."""
     head, _, body = stream.partition(b"\n")
-    height, empty = json.loads(head)
+    height, empty, same = json.loads(head)
     written = pl.read_ipc_stream(io.BytesIO(body))
-    return pl.DataFrame([repeated(None, height, dtype).alias(name) if name in empty
-                         else written.get_column(name) for name, dtype in schema.items()])
+    points = pl.DataFrame([repeated(None, height, dtype).alias(name) if name in empty or
+                           name in same else written.get_column(name)
+                           for name, dtype in schema.items()])  # each of same: below
+    return with_constants(points, same)
 
 
 def _placed(target: Path, write: Any) -> None:

@@ -85,8 +85,8 @@ class Read:
         state.pop("stream")
         if self.run is not None:
             state["run"] = replace(self.run, scalars=pl.DataFrame())
-            state["points"] = points_stream(self.run.scalars) if self.stream is None \
-                else self.stream
+            state["points"] = points_stream(self.run.scalars, {"run": self.run.name}) \
+                if self.stream is None else self.stream
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
