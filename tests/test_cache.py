@@ -385,6 +385,18 @@ def test_two_reads_at_once_both_keep_their_runs(sweep, counted_builds, tmp_path)
     assert not counted_builds and len(runs) == 6
 
 
+def test_every_point_carries_its_runs_name_built_and_read_back():
+    """The run column holds one value (model.with_constants): every point has the run's
+    name, in runs built afresh and in the same runs read back whole from the cache."""
+    paths = [DATA / "hf_seeds", DATA / "tensorboard" / "torch_simple"]
+    for read in (rc.load_many(paths), rc.load_many(paths)):  # built, then from the cache
+        assert len(read) == 7
+        for run in read:
+            names = run.scalars.get_column("run")
+            assert names.len() == run.scalars.height > 0
+            assert names.to_list() == [run.name] * names.len()
+
+
 def test_a_stream_leaves_out_the_empty_columns_and_the_run_name_and_reads_back_the_same():
     """points_stream writes a column of nulls as its name only (a run of trainer_state.json
     logs no wall time: 7 of its 12 columns are empty), and the run's name once, not on every
