@@ -91,3 +91,28 @@ def test_a_half_life_too_short_for_the_range_is_refused_in_one_line(cli):
                  "--no-report")
     assert result.exit_code == 2 and "Traceback" not in result.output  # as a bad --smooth is
     assert rc.compare(runs, x="tokens", smooth=1).verdict.metric == "eval/loss"
+
+
+@pytest.mark.parametrize("smoothing", [Smoothing("x", 5_000.0), Smoothing("tb", 0.6), None])
+def test_a_runs_series_is_its_points_smoothed_once_for_every_reader(smoothing):
+    """metric_series (what the summary, the verdict and the aligned curves read) is the
+    run's points in x order with the curve the charts draw (drawn_points, worked out once
+    per run, metric, axis and smoothing), the same as smoothing the points in a query of their
+    own; without a smoothing, smoothed is the value as logged."""
+    from runcompare.analysis.summary import drawn_points, metric_series, ordered_points
+
+    runs = rc.load_many([SAMPLES / "mamba", SAMPLES / "attn"])
+    for run in runs:
+        for metric in ("train/loss", "eval/loss"):
+            got = metric_series(run, metric, "tokens", smoothing)
+            points = ordered_points(run, metric, "tokens")
+            curve = pl.col("value") if smoothing is None else smooth_expr(smoothing, x="tokens")
+            assert got.equals(points.select(
+                pl.col("tokens").cast(pl.Float64).alias("x"), "value", "elapsed", "flops",
+                "device_hours", curve.alias("smoothed")), null_equal=True)
+            assert got.height == run.points_of(metric).height > 0
+            if smoothing is not None:
+                drawn = drawn_points(run, metric, "tokens", smoothing)
+                assert drawn_points(run, metric, "tokens", smoothing) is drawn
+                assert got.get_column("smoothed").equals(drawn.get_column("smoothed"))
+    assert metric_series(runs[0], "no/such/metric", "tokens", smoothing) is None
