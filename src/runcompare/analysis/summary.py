@@ -133,7 +133,7 @@ def metric_series(run: Run, metric: str, x: str,
     Made of the columns, with no query for polars to plan (0.2 ms a run); a smoothed curve
     is the one :func:`drawn_points` works out once per run, metric, axis and smoothing, which
     the summary, the verdict, the aligned curves and the charts all read (a 400-run compare
-    smoothed each of its 2,000 curves four times)."""
+    and its report smoothed each of their 2,000 curves four times)."""
     if run.points_of(metric).is_empty():
         return None
     points = ordered_points(run, metric, x) if smoothing is None else \
