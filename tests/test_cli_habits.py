@@ -203,6 +203,23 @@ def test_a_failing_figure_format_leaves_the_summary_printed(cli, tmp_path, monke
                              "'runcompare[static]' (it draws with the installed chromium)\n")
 
 
+def test_a_figure_the_browser_fails_to_draw_is_a_clear_error(cli, tmp_path, monkeypatch):
+    """kaleido 1.x gives back the figures it failed to draw instead of raising (a render
+    timed out, a browser that crashed): the command says which and why, and writes none.
+    The failure is injected (kaleido's call made to fail as it does), not a real log."""
+    import kaleido
+
+    monkeypatch.setattr(kaleido, "write_fig_from_object_sync",
+                        lambda jobs, **_: (RuntimeError("render timed out"),))
+    result = cli(*RUNS, "--png", "-o", tmp_path / "r.html")
+    assert result.exit_code == 1
+    assert f"report: {tmp_path / 'r.html'}" in result.stdout
+    assert result.stderr.startswith("error: the browser could not draw eval_loss.png, ")
+    assert result.stderr.endswith(" (render timed out); run the command again, or leave out "
+                                  "--png/--svg\n")
+    assert not list((tmp_path / "r").glob("*.png"))
+
+
 def test_the_fair_axis_fallback_is_said_in_one_line(cli):
     result = cli(DATA / "hf_ddp", SAMPLES / "attn", "--no-report")
     assert result.exit_code == 0

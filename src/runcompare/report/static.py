@@ -84,12 +84,19 @@ def _draw(figures: dict[Path, dict[str, Any]]) -> None:
                  "opts": {"format": path.suffix[1:], "width": 1000, "height": 520}}
                 for at, (path, figure) in zip(drawn, figures.items())]
         with _nowhere() as proxy:
-            try:
-                kaleido.write_fig_from_object_sync(
+            try:  # a figure that fails to draw is given back, not raised (kaleido 1.x)
+                failed = kaleido.write_fig_from_object_sync(
                     jobs, kopts={"mathjax": False, "proxy_server": proxy})
             except Exception as exc:  # kaleido's own errors: no browser, a browser that failed
                 raise MissingInfoError(f"kaleido could not draw the figures ({exc}); install "
                                        "chromium (apt-get install chromium)") from exc
+        missing = [path.name for at, path in zip(drawn, figures) if not at.is_file()]
+        if failed or missing:
+            why = "; ".join(str(error) or type(error).__name__ for error in failed or ())
+            raise MissingInfoError(
+                f"the browser could not draw {', '.join(missing) or 'every figure'} "
+                f"({why or 'kaleido gave no reason'}); run the command again, or leave out "
+                "--png/--svg")
         for at, path in zip(drawn, figures):
             write_atomic(path, _marked(at.read_bytes()))
 
