@@ -124,6 +124,15 @@ def test_a_worker_loads_numpy_with_one_blas_thread_unless_the_user_set_a_count()
     done = run_all(_blas, list(range(64)), workers=2)
     assert {blas for pid, blas in done if pid != os.getpid()} == {before or "1"}
     assert os.environ.get("OPENBLAS_NUM_THREADS") == before
+    script = ("import os\nfrom runcompare.parallel import run_all\nfrom tests.test_parallel "
+              "import _blas\nprint(sorted({blas for pid, blas in run_all(_blas, range(64), "
+              "workers=2) if pid != os.getpid()}))")
+    for given, seen in ((None, "['1']"), ("3", "['3']")):  # a fresh fork server each
+        env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                              check=True, cwd=DATA.parent.parent,
+                              env=env if given is None else {**env, "OPENBLAS_NUM_THREADS": given})
+        assert done.stdout.split("\n")[0] == seen
 
 
 def test_an_error_in_any_task_is_raised_in_the_caller():
