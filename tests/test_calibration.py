@@ -15,6 +15,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from calibration import Condition, Recipe, make_run, trial  # noqa: E402
 
 from runcompare.analysis.compare import rank  # noqa: E402
+from runcompare.analysis.schedule import x_at_step  # noqa: E402
 
 TRIALS = 30
 
@@ -59,13 +60,19 @@ def test_a_large_true_effect_on_single_runs_leads_rightly_and_unreplicated(metri
     assert right == TRIALS and calls["unreplicated"] >= 28 and calls["clear"] == 0
 
 
-def test_runs_at_different_points_of_their_schedules_get_no_call_and_a_fair_reading():
+@pytest.mark.parametrize("x, per_step", [("tokens", 16 * 1024), ("step", 1)])
+def test_runs_at_different_points_of_their_schedules_get_no_call_and_a_fair_reading(x, per_step):
+    """On tokens, and on the step axis itself (where a position on the axis is the step)."""
     rng = np.random.default_rng(3)
     short = make_run("short", Recipe(schedule=2000), rng, seed=0)
     long = make_run("long", Recipe(schedule=4000, steps=4000), rng, seed=1)
-    verdict = rank([short, long], x="tokens", metrics=["train/loss"], groups=False)
-    assert verdict.call == "not-comparable" and verdict.budget == 2000 * 16 * 1024
+    verdict = rank([short, long], x=x, metrics=["train/loss"], groups=False)
+    assert verdict.call == "not-comparable" and verdict.budget == 2000 * per_step
     positions = verdict.schedule["positions"]
+    assert positions["short"]["step"] == positions["long"]["step"] == 2000
+    first = float(short.scalars.get_column("step").min())
+    assert [x_at_step(short, x, s) for s in (first - 1, first, 1000.5, 2000, 2001)] == \
+        [None, first * per_step, 1000.5 * per_step, 2000 * per_step, None]
     assert positions["short"]["decayed"] == pytest.approx(1.0)
     assert positions["long"]["decayed"] == pytest.approx(0.5, abs=1e-3)  # cosine at half way
     assert positions["long"]["source"].startswith("max_steps")

@@ -51,7 +51,13 @@ class Position:
 
 
 def _between(run: Run, axis: str, other: str, value: float) -> float | None:
-    """``other`` where ``axis`` is ``value``, linearly between the run's points."""
+    """``other`` where ``axis`` is ``value``, linearly between the run's points (on the axis
+    itself: ``value`` where the run has been, no points sorted)."""
+    if axis == other:
+        known = run.scalars.get_column(axis).cast(pl.Float64).drop_nulls()
+        if known.is_empty() or known.is_nan().any() or not known.min() <= value <= known.max():
+            return None  # (a NaN sorts last, and no value is at or below it: as below)
+        return float(value)
     frame = run.scalars.select(pl.col(axis).cast(pl.Float64).alias("a"),
                                pl.col(other).cast(pl.Float64).alias("b")).drop_nulls().sort("a")
     if frame.is_empty():
