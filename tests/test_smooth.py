@@ -116,3 +116,41 @@ def test_a_runs_series_is_its_points_smoothed_once_for_every_reader(smoothing):
                 assert drawn_points(run, metric, "tokens", smoothing) is drawn
                 assert got.get_column("smoothed").equals(drawn.get_column("smoothed"))
     assert metric_series(runs[0], "no/such/metric", "tokens", smoothing) is None
+
+
+@pytest.mark.parametrize("smoothing", [Smoothing("x", 2.0), Smoothing("tb", 0.6),
+                                       Smoothing("tb", 0.0)])
+def test_curves_smoothed_in_one_query_are_each_smoothed_on_its_own(smoothing):
+    """Many curves smoothed in one query (what a sweep's summary and charts do) are each the
+    curve a query of its own gives: the average starts again at each curve's first point and
+    its own first x, a constant curve beside others stays as it is (TensorBoard's rule), and
+    non-finite values pass through. These curves are made up: the smoothing's arithmetic,
+    not a log, is under test."""
+    from runcompare.analysis.summary import _smoothed
+
+    parts = [pl.DataFrame({"x": xs, "value": values}, schema={"x": pl.Int64, "value": pl.Float64})
+             for xs, values in [([0, 1, 2, 5], [4.0, 3.0, math.nan, 1.0]),
+                                ([], []),
+                                ([100, 101, 103], [2.5, 2.5, 2.5]),
+                                ([7, 8, 9], [1.0, math.inf, -2.0])]]
+    together = _smoothed(parts, "x", smoothing)
+    alone = [part.select(smooth_expr(smoothing)).to_series() for part in parts]
+    assert [len(curve) for curve in together] == [4, 0, 3, 3]
+    for got, expected in zip(together, alone):
+        assert got.to_list() == pytest.approx(expected.to_list(), nan_ok=True, rel=0, abs=0)
+    assert together[2].to_list() == [2.5, 2.5, 2.5]
+
+
+@pytest.mark.parametrize("smoothing", [Smoothing("x", 5_000.0), Smoothing("tb", 0.6)])
+def test_drawing_many_runs_gives_each_the_curve_it_draws_alone(smoothing):
+    from runcompare.analysis.summary import draw, drawn_points, ordered_points
+
+    runs = rc.load_many([SAMPLES / "mamba", SAMPLES / "attn"])
+    drawn = draw(runs, "train/loss", "tokens", smoothing)
+    for run, points in zip(runs, drawn):
+        alone = ordered_points(run, "train/loss", "tokens").with_columns(
+            smooth_expr(smoothing, x="tokens").alias("smoothed"))
+        assert points.equals(alone, null_equal=True)
+        assert points.height == run.points_of("train/loss").height > 10
+        assert drawn_points(run, "train/loss", "tokens", smoothing) is points  # kept
+    assert draw([runs[1]], "no/such/metric", "tokens", smoothing)[0].is_empty()

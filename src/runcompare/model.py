@@ -378,6 +378,12 @@ class Run:
         made: T = known[1][key]
         return made
 
+    def memoized(self, key: tuple[Any, ...]) -> Any:
+        """What :meth:`memo` keeps for ``key`` for the points frame the run holds, None when
+        it keeps nothing (not worked out yet, or for another frame)."""
+        known = self.__dict__.get("_memo")
+        return None if known is None or known[0] is not self.scalars else known[1].get(key)
+
     def __getstate__(self) -> dict[str, Any]:
         """Pickled without the memos of :meth:`_points_by_metric` and :meth:`memo` (they hold
         the points frame again)."""

@@ -15,7 +15,7 @@ import polars as pl
 
 from ..model import Run
 from .smooth import Smoothing
-from .summary import metric_series
+from .summary import metric_series, series_of
 
 __all__ = ["aggregate", "align", "series"]
 
@@ -27,7 +27,11 @@ ALIGNED_SCHEMA = pl.Schema({
 def series(run: Run, metric: str, x: str, smoothing: Smoothing | None = None) -> pl.DataFrame:
     """One run's points of ``metric`` sorted by ``x``: columns x, value, smoothed (all points;
     none when it never logged it)."""
-    found = metric_series(run, metric, x, smoothing)
+    return _columns(metric_series(run, metric, x, smoothing))
+
+
+def _columns(found: pl.DataFrame | None) -> pl.DataFrame:
+    """x, value and smoothed of a :func:`~.summary.metric_series` (none of None)."""
     if found is None:
         return pl.DataFrame(schema={"x": pl.Float64, "value": pl.Float64,
                                     "smoothed": pl.Float64})
@@ -44,7 +48,8 @@ def align(runs: Sequence[Run], *, x: str, metrics: Sequence[str],
 
 def _align_metric(runs: Sequence[Run], x: str, metric: str, smoothing: Smoothing | None,
                   max_points: int) -> pl.DataFrame:
-    pieces = {run.name: series(run, metric, x, smoothing) for run in runs}
+    pieces = {run.name: _columns(found)
+              for run, found in zip(runs, series_of(runs, metric, x, smoothing))}
     pieces = {name: frame for name, frame in pieces.items() if not frame.is_empty()}
     if not pieces:
         return pl.DataFrame(schema=ALIGNED_SCHEMA)

@@ -25,7 +25,7 @@ from .select import expand_metrics, is_glob, listed, select_runs
 from .smooth import Smoothing, parse_smoothing, smoothing_scale
 from .summary import (
     check_metrics,
-    drawn_points,
+    draw,
     higher_is_better,
     main_metric,
     shared_metrics,
@@ -96,11 +96,12 @@ class Comparison:
             return self.smoothing
         return Smoothing("x", 0.0, _DEFAULT_HALF_LIFE).resolved(_x_range(self.runs, self.x) or 1.0)
 
-    def drawn(self, run: Run, metric: str) -> pl.DataFrame:
-        """``run``'s points of ``metric`` as the report and the figures draw them: those whose
-        x is known, in x order, with ``smoothed``, the curve of :attr:`drawing`
-        (:func:`~.summary.drawn_points`); empty when the run never logged it."""
-        return drawn_points(run, metric, self.x, self.drawing)
+    def drawn(self, metric: str) -> list[pl.DataFrame]:
+        """Each run's points of ``metric`` as the report and the figures draw them, in the
+        order of :attr:`runs`: those whose x is known, in x order, with ``smoothed``, the
+        curve of :attr:`drawing` (:func:`~.summary.draw`); empty where a run never logged
+        it."""
+        return draw(self.runs, metric, self.x, self.drawing)
 
     @cached_property
     def critical_batch(self) -> CriticalBatch | None:

@@ -16,6 +16,7 @@ wall-clock seconds.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import partial
 
 import numpy as np
 import polars as pl
@@ -28,9 +29,8 @@ from .fit import fit_width, metric_value, run_curve
 from .kinds import QUALITY, TOTAL, is_eval
 from .smooth import Smoothing, smooth_expr
 
-__all__ = ["drawn_points", "fair_axis", "higher_is_better", "main_metric", "metric_series",
-           "ordered_points",
-           "shared_metrics", "summarize", "throughput", "totals"]
+__all__ = ["draw", "drawn_points", "fair_axis", "higher_is_better", "main_metric", "metric_series",
+           "ordered_points", "series_of", "shared_metrics", "summarize", "throughput", "totals"]
 
 SUMMARY_SCHEMA = {"run": pl.String, "metric": pl.String, "kind": pl.String, "final": pl.Float64,
                   "best": pl.Float64, "at_common_budget": pl.Float64, "x_to_target": pl.Float64,
@@ -105,8 +105,7 @@ def summarize(runs: Sequence[Run], *, x: str, metrics: Sequence[str],
         kind = (kinds or {}).get(metric, QUALITY)
         if kind == TOTAL:
             continue
-        series = [metric_series(run, metric, x, None if is_eval(metric) else curve)
-                  for run in runs]
+        series = series_of(runs, metric, x, None if is_eval(metric) else curve)
         present = [s for s in series if s is not None and s.height]
         budget = min(s.get_column("x")[-1] for s in present) if present else None
         width = fit_width(curve, [s.get_column("x").to_numpy() for s in present])
@@ -143,6 +142,16 @@ def metric_series(run: Run, metric: str, x: str,
                          *(points.get_column(c) for c in _SERIES), smoothed.alias("smoothed")])
 
 
+def series_of(runs: Sequence[Run], metric: str, x: str,
+              smoothing: Smoothing | None = None) -> list[pl.DataFrame | None]:
+    """Each run's :func:`metric_series`, in order, the smoothed curves worked out together
+    (:func:`draw`)."""
+    if smoothing is not None:
+        draw([run for run in runs if not run.points_of(metric).is_empty()], metric, x,
+             smoothing)
+    return [metric_series(run, metric, x, smoothing) for run in runs]
+
+
 def ordered_points(run: Run, metric: str, x: str) -> pl.DataFrame:
     """A run's points of ``metric`` whose ``x`` is known, in ``x`` order (points at the same x
     keep the order they were logged in)."""
@@ -160,9 +169,34 @@ def ordered_points(run: Run, metric: str, x: str) -> pl.DataFrame:
 def drawn_points(run: Run, metric: str, x: str, smoothing: Smoothing) -> pl.DataFrame:
     """A run's points of ``metric`` as a chart draws them: :func:`ordered_points` with
     ``smoothed``, the curve ``smoothing`` makes of them (worked out once per run, metric, axis
-    and smoothing)."""
-    return run.memo(("drawn", metric, x, smoothing), lambda: ordered_points(
-        run, metric, x).with_columns(smooth_expr(smoothing, x=x).alias("smoothed")))
+    and smoothing; :func:`draw` works out many runs' at once)."""
+    return draw([run], metric, x, smoothing)[0]
+
+
+def draw(runs: Sequence[Run], metric: str, x: str, smoothing: Smoothing) -> list[pl.DataFrame]:
+    """Each run's :func:`drawn_points` of ``metric``, in order: the curves not worked out yet
+    are smoothed in one query, each on its own (``over`` the run), as one query for each
+    does. Smoothing 2,000 points in a query of their own takes about 0.2 ms, nearly all of
+    it the query's; a 400-run sweep's summary and charts smooth 2,000 curves."""
+    key = ("drawn", metric, x, smoothing)
+    todo = [run for run in runs if run.memoized(key) is None]
+    if todo:
+        parts = [ordered_points(run, metric, x) for run in todo]
+        for run, part, smoothed in zip(todo, parts, _smoothed(parts, x, smoothing)):
+            run.memo(key, partial(part.hstack, [smoothed]))
+    return [run.memoized(key) for run in runs]
+
+
+def _smoothed(parts: Sequence[pl.DataFrame], x: str, smoothing: Smoothing) -> list[pl.Series]:
+    """Each frame's curve ``smoothed`` (:func:`~.smooth.smooth_expr` of its ``value`` by its
+    ``x``), the frames' curves worked out in one query, each on its own."""
+    heights = [part.height for part in parts]
+    which = pl.Series("part", np.repeat(np.arange(len(parts), dtype=np.int32), heights))
+    joined = pl.DataFrame([pl.concat([part.get_column(x) for part in parts]),
+                           pl.concat([part.get_column("value") for part in parts]), which])
+    curve = joined.select(smooth_expr(smoothing, x=x).over("part").alias("smoothed")).to_series()
+    starts = np.cumsum([0, *heights[:-1]]).tolist()
+    return [curve.slice(start, height) for start, height in zip(starts, heights)]
 
 
 #: A metric series' columns besides x and smoothed, as in the run's points.

@@ -36,7 +36,7 @@ from .kinds import is_eval
 from .noise import SETTLE_SEEDS, Z95, eval_scatter, seed_sd_to_settle, welch
 from .schedule import Position, describe, equal_fraction, position, schedule_finding, x_at_step
 from .smooth import Smoothing
-from .summary import higher_is_better, metric_series
+from .summary import higher_is_better, series_of
 from .wording import AXIS_QUESTIONS, compose, fairness_phrases
 
 __all__ = ["CALLS", "Verdict", "decide"]
@@ -130,8 +130,8 @@ def decide(runs: Sequence[Run], *, x: str, metric: str | None, target: float | N
     if metric is None:
         return _empty("The runs share no metric to compare.", axis, reason, fairness)
     curve = _curve(runs, axis, x, smoothing)
-    found = {run.name: metric_series(run, metric, axis, None if is_eval(metric) else curve)
-             for run in runs}
+    found = {run.name: series for run, series in zip(runs, series_of(
+        runs, metric, axis, None if is_eval(metric) else curve))}
     series = {name: s for name, s in found.items() if s is not None and s.height}
     if not series:
         return _empty(f"No run logged {metric} on {axis}.", axis, reason, fairness)

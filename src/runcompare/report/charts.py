@@ -215,9 +215,8 @@ def chart(comparison: Comparison, metric: str,
     """One chart: a trace per run (every axis it has, raw and smoothed y, as
     :meth:`~runcompare.analysis.compare.Comparison.drawn` gives them), bands per group;
     ``limit`` maps a run to its most drawn points (default :data:`MAX_POINTS`)."""
-    traces = [t for run in comparison.runs
-              if (t := _trace(run.name, comparison.drawn(run, metric),
-                              (limit or {}).get(run.name, MAX_POINTS)))]
+    traces = [t for run, points in zip(comparison.runs, comparison.drawn(metric))
+              if (t := _trace(run.name, points, (limit or {}).get(run.name, MAX_POINTS)))]
     bands = comparison.bands.filter(pl.col("metric") == metric)
     members = {r.name: r for r in comparison.runs}
     return {"metric": metric, "traces": traces,
