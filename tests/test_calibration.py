@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from calibration import Condition, Recipe, make_run, trial  # noqa: E402
 
 from runcompare.analysis.compare import rank  # noqa: E402
-from runcompare.analysis.schedule import x_at_step  # noqa: E402
+from runcompare.analysis.schedule import position, x_at_step  # noqa: E402
 
 TRIALS = 30
 
@@ -70,6 +71,9 @@ def test_runs_at_different_points_of_their_schedules_get_no_call_and_a_fair_read
     assert verdict.call == "not-comparable" and verdict.budget == 2000 * per_step
     positions = verdict.schedule["positions"]
     assert positions["short"]["step"] == positions["long"]["step"] == 2000
+    backwards = replace(long, scalars=long.scalars.reverse())  # points not in step order
+    assert position(backwards, x, verdict.budget) == position(long, x, verdict.budget)
+    assert position(long, x, verdict.budget).decayed == positions["long"]["decayed"]
     first = float(short.scalars.get_column("step").min())
     assert [x_at_step(short, x, s) for s in (first - 1, first, 1000.5, 2000, 2001)] == \
         [None, first * per_step, 1000.5 * per_step, 2000 * per_step, None]
