@@ -27,10 +27,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 
-import polars as pl
+import numpy as np
 
 from .display import LISTED, fmt, listing, set_prefix
-from .model import Finding, Run
+from .model import Finding, Run, known_values
 
 __all__ = ["AXIS_QUESTIONS", "LOSS_FIX_VERSION", "audit", "propose_axis"]
 
@@ -260,10 +260,10 @@ def _eval_cadence(runs: Sequence[Run], x: str) -> list[Finding]:
     for metric in ("eval/loss",):
         points = {}
         for run in runs:
-            frame = run.scalars.filter(pl.col("metric") == metric)
+            frame = run.points_of(metric)
             column = frame.get_column(x) if x in frame.columns else None
             if column is not None and column.null_count() < frame.height:
-                points[run.name] = column.drop_nulls().unique().sort().to_list()
+                points[run.name] = np.unique(known_values(column)).tolist()
         if len(points) < 2 or len({tuple(v) for v in points.values()}) < 2:
             continue
         every = {name: (v[1] - v[0]) if len(v) > 1 else v[0] for name, v in points.items()}

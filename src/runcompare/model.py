@@ -42,6 +42,7 @@ __all__ = [
     "RawLog",
     "Run",
     "framed",
+    "known_values",
     "repeated",
 ]
 
@@ -473,6 +474,13 @@ def with_constants(frame: pl.DataFrame, values: Mapping[str, object]) -> pl.Data
     schema = frame.schema
     return frame.with_columns(polars.lit(value, schema[name]).alias(name)
                               for name, value in values.items()) if values else frame
+
+
+def known_values(column: pl.Series) -> np.ndarray:
+    """The column's values that are not null, in order, as numpy (a column with no null as it
+    is: ``drop_nulls`` plans a query, a fifth of a millisecond)."""
+    found: np.ndarray = (column.drop_nulls() if column.null_count() else column).to_numpy()
+    return found
 
 
 def repeated(value: object, size: int, dtype: PolarsDataType) -> pl.Series:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from ..model import Finding, Run
+from ..model import Finding, Run, known_values
 
 __all__ = ["GAP", "Position", "describe", "equal_fraction", "position", "schedule_finding",
            "x_at_step"]
@@ -54,8 +54,8 @@ def _between(run: Run, axis: str, other: str, value: float) -> float | None:
     """``other`` where ``axis`` is ``value``, linearly between the run's points (on the axis
     itself: ``value`` where the run has been, no points sorted)."""
     if axis == other:
-        known = run.scalars.get_column(axis).cast(pl.Float64).drop_nulls()
-        if known.is_empty() or known.is_nan().any() or not known.min() <= value <= known.max():
+        known = known_values(run.scalars.get_column(axis).cast(pl.Float64))
+        if not known.size or np.isnan(known).any() or not known.min() <= value <= known.max():
             return None  # (a NaN sorts last, and no value is at or below it: as below)
         return float(value)
     frame = run.scalars.select(pl.col(axis).cast(pl.Float64).alias("a"),
