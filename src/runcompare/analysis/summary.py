@@ -175,9 +175,9 @@ def drawn_points(run: Run, metric: str, x: str, smoothing: Smoothing) -> pl.Data
 
 def draw(runs: Sequence[Run], metric: str, x: str, smoothing: Smoothing) -> list[pl.DataFrame]:
     """Each run's :func:`drawn_points` of ``metric``, in order: the curves not worked out yet
-    are smoothed in one query, each on its own (``over`` the run), as one query for each
-    does. Smoothing 2,000 points in a query of their own takes about 0.2 ms, nearly all of
-    it the query's; a 400-run sweep's summary and charts smooth 2,000 curves."""
+    are smoothed together in one query, each on its own (``over`` the run: the same numbers
+    as a query for each). A query smoothing 2,000 points takes about 0.2 ms, nearly all of it
+    the query's own cost, and a 400-run sweep's summary and charts smooth 2,000 curves."""
     key = ("drawn", metric, x, smoothing)
     todo = [run for run in runs if run.memoized(key) is None]
     if todo:
