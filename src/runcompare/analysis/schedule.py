@@ -26,6 +26,7 @@ import numpy as np
 import polars as pl
 
 from ..model import Finding, Run, known_values
+from .summary import ordered_points
 
 __all__ = ["GAP", "Position", "describe", "equal_fraction", "position", "schedule_finding",
            "x_at_step"]
@@ -96,18 +97,13 @@ def position(run: Run, axis: str, budget: float) -> Position:
 
 
 def _rates(run: Run) -> tuple[np.ndarray, np.ndarray]:
-    """The run's finite logged learning rates and their steps, in step order (points logged
-    at the same step in the order they were logged); worked in numpy, as the loader gives
-    a metric's points in step order already (a query for it took 0.4 ms a run)."""
-    points = run.points_of(_LR)
-    steps = points.get_column("step").cast(pl.Float64).to_numpy()
+    """The run's finite logged learning rates and their steps, in step order
+    (:func:`~.summary.ordered_points`: sorted only when the points are not; a query a run
+    took 0.4 ms)."""
+    points = ordered_points(run, _LR, "step")
     lr = points.get_column("value").to_numpy()
     finite = np.isfinite(lr)
-    steps, lr = steps[finite], lr[finite]
-    if not (steps[1:] >= steps[:-1]).all():
-        order = np.argsort(steps, kind="stable")
-        steps, lr = steps[order], lr[order]
-    return steps, lr
+    return points.get_column("step").cast(pl.Float64).to_numpy()[finite], lr[finite]
 
 
 def _constant(run: Run) -> bool:
