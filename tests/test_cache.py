@@ -417,4 +417,3 @@ def test_a_stream_leaves_out_the_empty_columns_and_the_run_name_and_reads_back_t
             assert back.equals(points) and back.schema == points.schema
     assert "wall_time" in json.loads(points_stream(hf).partition(b"\n")[0])[1]
     assert "wall_time" not in json.loads(points_stream(tb).partition(b"\n")[0])[1]
-    assert len(points_stream(hf, {"run": hf_run.name})) < len(points_stream(hf))
