@@ -399,8 +399,9 @@ def test_every_point_carries_its_runs_name_built_and_read_back():
 
 def test_a_stream_leaves_out_the_empty_columns_and_the_run_name_and_reads_back_the_same():
     """points_stream writes a column of nulls as its name only (a run of trainer_state.json
-    logs no wall time: 7 of its 12 columns are empty), and the run's name once, not on every
-    point; stream_points makes them again."""
+    logs no wall time: 7 of its 12 columns are empty), the run's name once, not on every
+    point, text as bytes, and values logged as doubles uncompressed after the compressed
+    stream (those logged as float32 compress: in it); stream_points makes them again."""
     hf_run = rc.load(DATA / "hf_seeds" / "lr1e-3_seed1", source="hf-trainer", cache=False)
     tb_run = rc.load(DATA / "tensorboard" / "torch_simple", cache=False)
     hf, tb = hf_run.scalars, tb_run.scalars
@@ -410,9 +411,16 @@ def test_a_stream_leaves_out_the_empty_columns_and_the_run_name_and_reads_back_t
             head, _, body = stream.partition(b"\n")
             empty = [c for c in points.columns if c not in same and points.height
                      and points.get_column(c).null_count() == points.height]
-            assert json.loads(head) == [points.height, empty, same]
-            written = pl.read_ipc_stream(io.BytesIO(body)).columns
-            assert written == [c for c in points.columns if c not in empty and c not in same]
+            height, empty_written, same_written, split = json.loads(head)
+            assert [height, empty_written, same_written] == [points.height, empty, same]
+            packed = pl.read_ipc_stream(io.BytesIO(body[:split]))
+            plain = pl.read_ipc_stream(io.BytesIO(body[split:])).columns if body[split:] else []
+            assert sorted(packed.columns + plain) == sorted(
+                c for c in points.columns if c not in empty and c not in same)
+            if points is hf or points is tb:  # logged as doubles, and as float32
+                assert plain == (["value"] if points is hf else [])
+            assert all(packed.get_column(c).dtype == pl.Binary
+                       for c in ("run", "metric") if c in packed.columns)
             back = stream_points(stream, SCALAR_SCHEMA)
             assert back.equals(points) and back.schema == points.schema
     assert "wall_time" in json.loads(points_stream(hf).partition(b"\n")[0])[1]
