@@ -195,7 +195,8 @@ def _by_metric_then_step(codes: np.ndarray, steps: np.ndarray, size: int) -> np.
         return np.lexsort((steps, codes))
     order = np.argsort(codes.astype(np.uint16), kind="stable")
     ordered = steps[order]
-    bounds = np.flatnonzero(np.diff(codes[order])) + 1
+    counts = np.bincount(codes, minlength=size)
+    bounds = np.cumsum(counts[counts > 0])[:-1]  # where each metric after the first starts
     drops = np.diff(ordered) < 0
     drops[bounds - 1] = False  # from one metric's last step to the next one's first
     backwards = np.flatnonzero(drops) + 1
@@ -272,9 +273,29 @@ def _logged(codes: np.ndarray, steps: np.ndarray, values: np.ndarray, at: np.nda
         # the last point of each step: the first of the reversed rows
         logged_steps, first = np.unique(logged_steps[::-1], return_index=True)
         last = last[::-1][first]
-    where = np.minimum(np.searchsorted(logged_steps, at), logged_steps.size - 1)
-    valid = logged_steps[where] == at
+    where = _positions(logged_steps, at)
+    valid = where >= 0
     return _Column(np.where(valid, last[where], np.nan), valid)
+
+
+def _positions(steps: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Where each of ``at`` is among ``steps`` (increasing, not empty), -1 where it is not:
+    a table over the steps' span where that is short (a logger's counters at every step),
+    a binary search otherwise (a third of the time for 10,000 points).
+
+    >>> _positions(np.array([2, 4, 6]), np.array([1, 2, 4, 5, 6, 7])).tolist()
+    [-1, 0, 1, -1, 2, -1]
+    >>> _positions(np.array([0, 10**6]), np.array([0, 5, 10**6, 10**7])).tolist()
+    [0, -1, 1, -1]
+    """
+    low, high = int(steps[0]), int(steps[-1])
+    if high - low > 4 * (steps.size + at.size):
+        found = np.minimum(np.searchsorted(steps, at), steps.size - 1)
+        return np.where(steps[found] == at, found, -1)
+    table = np.full(high - low + 1, -1, np.intp)
+    table[steps - low] = np.arange(steps.size)
+    inside = (at >= low) & (at <= high)
+    return np.where(inside, table[np.clip(at - low, 0, high - low)], -1)
 
 
 def _flops(codes: np.ndarray, metrics: list[str], step: np.ndarray, values: np.ndarray,
