@@ -32,7 +32,8 @@ round, so a busy machine hurts all of them alike), and each line gives the media
   command pays), with its parts: the imports, and the rest (the interpreter's start, and
   its exit, which tears down every module imported and hands back the memory left).
 
-The ratios of the medians against runcompare cold are printed for both. Given several
+The ratios of the medians against runcompare cold are printed for both, and the
+ratio within each round (the two timed side by side), median (min–max). Given several
 ``--runs``, the last lines compare the time per run (one process) across the sizes, for every
 contender: a read that scales linearly has the same time per run at 1,000 runs as at 400; as
 every contender keeps every run's table, the growth the plain loop and the bound show (more
@@ -259,6 +260,14 @@ def _time(name: str, folder: Path, cache: Path) -> dict:
     return {**result, "process": wall}
 
 
+def _paired(peer: list[dict], ours: list[dict], key: str) -> str:
+    """The ratio of ``peer``'s time to ours in each round, median (min–max): the machine's
+    speed drifts between rounds (a third, from one hour to the next) but hardly within one,
+    where both were timed side by side."""
+    ratios = [p[key] / o[key] for p, o in zip(peer, ours, strict=True)]
+    return f"{statistics.median(ratios):.2f}× ({min(ratios):.2f}–{max(ratios):.2f})"
+
+
 def _median(rows: list[dict], key: str) -> float:
     return statistics.median(r[key] for r in rows)
 
@@ -284,6 +293,11 @@ def _report(title: str, together: dict[str, list[dict]], apart: dict[str, list[d
         whole = _median(apart[peer], "process") / _median(apart[cold], "process")
         print(f"  runcompare cold is {one:.2f}× faster than {peer} in one process, {read:.2f}× "
               f"on the read in its own process, {whole:.2f}× as whole processes; goal ≥ {goal}×")
+        print("  the same, round by round (each round's two timings against each other; "
+              "median (min–max)): " + ", ".join(
+                  f"{label} {_paired(rows[peer], rows[cold], key)}" for label, rows, key in (
+                      ("one process", together, "seconds"), ("own process", apart, "seconds"),
+                      ("whole", apart, "process"))))
         if "bound: parse + frame" in together:
             bound = _median(together[peer], "seconds") / _median(
                 together["bound: parse + frame"], "seconds")
