@@ -301,8 +301,12 @@ def _report(title: str, together: dict[str, list[dict]], apart: dict[str, list[d
         if "bound: parse + frame" in together:
             bound = _median(together[peer], "seconds") / _median(
                 together["bound: parse + frame"], "seconds")
+            alone = _median(apart[peer], "process") / _median(
+                apart["bound: parse + frame"], "process")
             print(f"  the bound (one process) is {bound:.2f}× faster than {peer}; on "
-                  f"{cores()} cores at most {cores() * bound:.2f}×, less the worker's start")
+                  f"{cores()} cores at most {cores() * bound:.2f}×, less the worker's start; "
+                  f"as whole processes {alone:.2f}× (what one core reaches with nothing but "
+                  "the parse and the frame)")
     print("  whole process in parts (medians): " + "; ".join(
         f"{name} {_median(rows, 'imports'):.2f} s imports, "
         f"{statistics.median(r['process'] - r['imports'] - r['seconds'] for r in rows):.2f}"
