@@ -423,5 +423,7 @@ def test_a_stream_leaves_out_the_empty_columns_and_the_run_name_and_reads_back_t
                        for c in ("run", "metric") if c in packed.columns)
             back = stream_points(stream, SCALAR_SCHEMA)
             assert back.equals(points) and back.schema == points.schema
+    doubles = pl.DataFrame({"value": [0.1, 0.2, 0.3]})  # nothing but the uncompressed stream
+    assert stream_points(points_stream(doubles), {"value": pl.Float64}).equals(doubles)
     assert "wall_time" in json.loads(points_stream(hf).partition(b"\n")[0])[1]
     assert "wall_time" not in json.loads(points_stream(tb).partition(b"\n")[0])[1]

@@ -486,12 +486,13 @@ def _compresses(column: pl.Series) -> bool:
 
 def stream_points(stream: bytes, schema: Mapping[str, PolarsDataType]) -> pl.DataFrame:
     """The points :func:`points_stream` wrote, on ``schema``'s columns in its order; raises
-    ValueError or a PolarsError when ``stream`` is not such a stream of them."""
+    ValueError, TypeError or a PolarsError when ``stream`` is not such a stream of them."""
     head, _, body = stream.partition(b"\n")
     height, empty, same, split = json.loads(head)
     written = pl.read_ipc_stream(body[:split])
-    if split < len(body):
-        written = written.hstack(pl.read_ipc_stream(body[split:]))
+    if split < len(body):  # the values written uncompressed (the first stream may hold none)
+        rest = pl.read_ipc_stream(body[split:])
+        written = written.hstack(rest) if written.width else rest
     points = pl.DataFrame([repeated(None, height, dtype).alias(name) if name in empty or
                            name in same else _as(written.get_column(name), dtype)
                            for name, dtype in schema.items()])  # each of same: below
