@@ -494,14 +494,9 @@ def stream_points(stream: bytes, schema: Mapping[str, PolarsDataType]) -> pl.Dat
         rest = pl.read_ipc_stream(body[split:])
         written = written.hstack(rest) if written.width else rest
     points = pl.DataFrame([repeated(None, height, dtype).alias(name) if name in empty or
-                           name in same else _as(written.get_column(name), dtype)
+                           name in same else written.get_column(name).cast(dtype)  # text: bytes
                            for name, dtype in schema.items()])  # each of same: below
     return with_constants(points, same)
-
-
-def _as(column: pl.Series, dtype: PolarsDataType) -> pl.Series:
-    """A column read from a stream as ``dtype``: a text column was written as bytes."""
-    return column.cast(dtype) if column.dtype != dtype else column
 
 
 def _placed(target: Path, write: Any) -> None:
