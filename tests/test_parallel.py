@@ -142,20 +142,85 @@ def test_an_error_in_any_task_is_raised_in_the_caller():
         run_all(_where, list(range(74, 12, -1)), workers=2)  # this process's chunk
 
 
-_SERVER = ("import multiprocessing.forkserver as f, sys\n"
-           "from runcompare.parallel import start_workers\n"
-           "start_workers(int(sys.argv[1]), None if sys.argv[2] == 'none' else int(sys.argv[2]))\n"
-           "print(f._forkserver._forkserver_pid is not None)")
+_STARTED = ("import multiprocessing.forkserver as f, os, sys\n"
+            "from runcompare import parallel\n"
+            "if sys.argv[3] == 'query':\n"
+            "    import polars as pl\n"
+            "    pl.DataFrame({'a': [2, 1]}).sort('a')  # starts polars' threads\n"
+            "parallel.start_workers(int(sys.argv[1]), None if sys.argv[2] == 'none' "
+            "else int(sys.argv[2]))\n"
+            "print('forked' if parallel._forked else 'server' if f._forkserver._forkserver_pid "
+            "else 'none')")
 
 
-@pytest.mark.parametrize(("tasks", "workers", "started"), [
-    (400, "none", cores() > 1), (400, "1", False), (3, "none", False)])
-def test_the_fork_server_starts_early_only_for_a_pool(tasks, workers, started):
-    """``start_workers`` starts the workers' fork server before the tasks are found only when
-    ``run_all`` would use a pool for them (400 runs on more than one core)."""
-    done = subprocess.run([sys.executable, "-c", _SERVER, str(tasks), workers],
+@pytest.mark.parametrize(("tasks", "workers", "before", "started"), [
+    (400, "none", "", "forked" if cores() > 1 else "none"), (400, "2", "", "forked"),
+    (400, "2", "query", "server"), (400, "1", "", "none"), (3, "none", "", "none")])
+def test_the_workers_start_early_only_for_a_pool(tasks, workers, before, started):
+    """``start_workers`` starts the workers before the tasks are found only when ``run_all``
+    would use a pool for them (400 runs on more than one core, or two workers asked for):
+    forked from this process while it has run no polars query, else the fork server."""
+    done = subprocess.run([sys.executable, "-c", _STARTED, str(tasks), workers, before],
                           capture_output=True, text=True, check=True)
-    assert done.stdout.split() == [str(started)]
+    assert done.stdout.split() == [started]
+
+
+_FORKED = """
+import json, multiprocessing, multiprocessing.forkserver as f, sys
+import runcompare as rc
+from runcompare import parallel
+paths = sys.argv[1:]
+parallel_runs = rc.load_many(paths, settings=["seq_len=64"], cache=False, workers=2)
+left = [len(multiprocessing.active_children()), len(parallel._forked)]  # none: it ended
+server = f._forkserver._forkserver_pid is not None  # not started: the worker was forked
+one = rc.load_many(paths, settings=["seq_len=64"], cache=False)
+print(json.dumps({"runs": len(one), "left": left, "server": server, "same": [
+    a.scalars.equals(b.scalars) and a.to_json() == b.to_json() and a.findings == b.findings
+    for a, b in zip(one, parallel_runs, strict=True)]}))
+"""
+
+
+def test_workers_forked_from_a_fresh_process_give_what_one_process_gives(sweep):
+    """A fresh process (a command, a script) forks its worker as it starts finding the runs:
+    the same runs, points and findings as one process reads, and the worker ends with the
+    read. No ``if __name__ == "__main__":`` is needed (this one is ``python -c``)."""
+    done = subprocess.run([sys.executable, "-c", _FORKED, *map(str, _paths(sweep))],
+                          capture_output=True, text=True, check=True, cwd=DATA.parent.parent)
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result == {"runs": 18, "left": [0, 0], "server": False, "same": [True] * 18}
+
+
+_UNUSED = ("import multiprocessing, sys\n"
+           "from runcompare import parallel\n"
+           "parallel.start_workers(400, 2)\n"
+           "started = len(multiprocessing.active_children())\n"
+           "parallel.stop_workers()\n"
+           "print(started, len(multiprocessing.active_children()), len(parallel._forked))")
+
+
+def test_workers_forked_for_runs_not_found_are_ended():
+    """Workers forked for the runs a folder seemed to hold end when the read does not use
+    them (a path with one run, or an error before the runs are read)."""
+    done = subprocess.run([sys.executable, "-c", _UNUSED], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.split() == ["1", "0", "0"]
+
+
+def test_an_error_before_the_runs_are_read_ends_the_forked_worker(tmp_path):
+    """``--set seed1:...`` names two runs (a/seed1, b/seed1): refused once the runs are found,
+    before they are read, and the worker forked for them is ended."""
+    script = ("import multiprocessing, sys\nimport runcompare as rc\n"
+              "from runcompare.errors import UsageError\n"
+              "try:\n    rc.load_many(sys.argv[1:], workers=2, settings=['seed1:seq_len=1'])\n"
+              "except UsageError as exc:\n    print(type(exc).__name__)\n"
+              "print(len(multiprocessing.active_children()))")
+    for group in "ab":
+        for seed in ("seed1", "seed2"):
+            shutil.copytree(DATA / "hf_seeds" / f"lr1e-3_{seed}", tmp_path / group / seed)
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "a"),
+                           str(tmp_path / "b")], capture_output=True,
+                          text=True, check=True, cwd=DATA.parent.parent)
+    assert done.stdout.split() == ["UsageError", "0"]
 
 
 def test_the_runs_a_folder_may_hold_are_guessed_from_its_folders():

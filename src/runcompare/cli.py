@@ -224,14 +224,20 @@ def _reading(quiet: bool) -> Iterator[Callable[[int, int, str], None] | None]:
     if not console.is_terminal:
         yield None
         return
-    with Progress(TextColumn("reading {task.description}"), BarColumn(),
-                  MofNCompleteColumn(), console=console, transient=True) as bar:
-        task = bar.add_task("runs", total=None)
+    bar = Progress(TextColumn("reading {task.description}"), BarColumn(), MofNCompleteColumn(),
+                   console=console, transient=True)
+    task = bar.add_task("runs", total=None)
 
-        def update(done: int, total: int, name: str) -> None:
-            bar.update(task, completed=done, total=total, description=terminal_text(name))
+    def update(done: int, total: int, name: str) -> None:
+        if not bar.live.is_started:  # drawn from the first call: its thread starts after the
+            bar.start()  # workers are forked (parallel.start_workers forks no process with one)
+        bar.update(task, completed=done, total=total, description=terminal_text(name))
 
+    try:
         yield update
+    finally:
+        if bar.live.is_started:
+            bar.stop()
 
 
 def command() -> Callable[[F], F]:

@@ -1,36 +1,55 @@
 """Work spread over worker processes with the results in the order of the tasks, so the
 output is the same as in one process.
 
-Workers are forked from a fork server that has imported runcompare but run nothing (forking
-a process whose polars threads are running can deadlock); each worker's polars uses its share
-of the cores. Starting the fork server costs an interpreter and its imports (about half a
-second), so this process works too: a thread hands chunks of the tasks to the pool from the
-front while this process takes them from the back, and no core waits for the workers to
-start. Each chunk is a share of the tasks not yet taken (:func:`chunk_size`), so they shrink
-as the work runs out and no process is left with a long chunk while the others wait. Few
-tasks are all done here: starting workers costs more than they save.
+Workers are forked from a process that has imported runcompare but run no polars query:
+forking a process whose polars threads are running can deadlock the child, which finds their
+pool but not the threads. :func:`start_workers`, called before the tasks are found, forks them
+from this process when it is still in that state (only the threads polars' and numpy's
+imports start, :func:`_forkable`): a worker then starts in a few milliseconds and holds the
+modules this process has. Otherwise they come from a fork server that has imported the
+readers and run nothing; starting it costs an interpreter and its imports (about half a
+second of the other core), and later reads fork their workers from the one started. This
+process works too: a thread hands chunks of the tasks to the pool from the front while this
+process takes them from the back, and no core waits for the workers to start. Each chunk is
+a share of the tasks not yet taken (:func:`chunk_size`), so they shrink as the work runs out
+and no process is left with a long chunk while the others wait. Few tasks are all done here:
+starting workers costs more than they save.
 On a Dask cluster (``scheduler``) every worker reads the paths it is given, so they must be
 paths the workers see (a shared filesystem); the runs come back to this process.
 """
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any, TypeVar
 
 from .errors import InputError
 
-__all__ = ["MIN_TASKS", "chunk_size", "cores", "run_all", "start_workers", "workers_for"]
+__all__ = ["MIN_TASKS", "chunk_size", "cores", "run_all", "start_workers", "stop_workers",
+           "workers_for"]
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 #: Fewer tasks than this per worker are not worth a worker process.
 MIN_TASKS = 8
+
+#: The threads a process has once polars and numpy are imported, before any polars query
+#: (by name; OpenBLAS's take the process's own): what :func:`_forkable` allows beside this
+#: one. jemalloc's background threads are remade in a child (its fork handlers), and the
+#: out-of-core cleaner is not needed there; a query starts polars' pool ("polars-0", ...)
+#: and its async runtime ("tokio-rt-worker"), which a child would find without threads.
+_IMPORT_THREADS = ("jemalloc_bg_thd", "polars-ooc-clea")
+
+#: The pool :func:`start_workers` forked, with its worker count, until :func:`run_all` or
+#: :func:`stop_workers` takes it.
+_forked: list[tuple[int, Any]] = []
 
 
 def cores() -> int:
@@ -54,14 +73,62 @@ def workers_for(tasks: int, workers: int | None = None) -> int:
 
 
 def start_workers(tasks: int, workers: int | None = None) -> None:
-    """Start the fork server the workers of ``tasks`` tasks come from, when there will be
-    workers (:func:`workers_for`), so that its interpreter and imports (about half a second of
-    the other core) run while this process finds the tasks; :func:`run_all` starts it
-    otherwise. Nothing where there is no fork server."""
-    if workers_for(tasks, workers) > 1 and _context().get_start_method() == "forkserver":
+    """Start the workers of ``tasks`` tasks, when there will be workers (:func:`workers_for`),
+    while this process finds the tasks: forked from it now when it has run no polars query
+    (:func:`_forkable`; :func:`run_all` then uses them, and :func:`stop_workers` ends them
+    when it does not), else the fork server they come from, so that its interpreter and
+    imports (about half a second of the other core) run meanwhile; :func:`run_all` starts it
+    otherwise. Nothing where there is neither."""
+    count = workers_for(tasks, workers)
+    if count < 2:
+        return
+    if _forkable():
+        from concurrent.futures import ProcessPoolExecutor
+
+        stop_workers()
+        pool = ProcessPoolExecutor(count - 1, mp_context=multiprocessing.get_context("fork"),
+                                   initializer=_forked_worker,
+                                   initargs=(max(1, cores() // count),))
+        with warnings.catch_warnings():  # Python 3.12+ warns of any other thread; see above
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pool.submit(int)  # a pool that forks starts all its workers at its first task
+        _forked.append((count, pool))
+    elif _context().get_start_method() == "forkserver":
         from multiprocessing import forkserver
 
         forkserver.ensure_running()
+
+
+def stop_workers() -> None:
+    """End the workers :func:`start_workers` forked that no :func:`run_all` has used."""
+    while _forked:
+        _forked.pop()[1].shutdown(cancel_futures=True)
+
+
+def _forkable() -> bool:
+    """Whether this process may fork its workers: on Linux, with no thread but this one
+    among Python's and none among the process's but those of :data:`_IMPORT_THREADS` and
+    OpenBLAS's (named as the process is)."""
+    if threading.active_count() != 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return False
+    try:
+        with open("/proc/self/comm", encoding="utf-8") as f:
+            allowed = (f.read().strip(), *_IMPORT_THREADS)
+        names = []
+        for thread in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{thread}/comm", encoding="utf-8") as f:
+                names.append(f.read().strip())
+    except OSError:  # not Linux, or a thread ended as it was looked at
+        return False
+    return all(name in allowed for name in names)
+
+
+def _forked_worker(threads: int) -> None:
+    """A worker forked from the reading process: what it holds moved out of the garbage
+    collector's reach (as the fork server does, :mod:`runcompare._forkserver`), and its
+    polars on its share of the cores."""
+    gc.freeze()
+    _share(threads)
 
 
 def run_all(func: Callable[[T], R], tasks: Sequence[T], *, workers: int = 1,
@@ -105,6 +172,10 @@ def _shared(func: Callable[[T], R], tasks: Sequence[T], workers: int,
     one (from the back); the results in task order."""
     from concurrent.futures import ProcessPoolExecutor  # 20 ms to import: only for a pool
 
+    forked = _forked.pop() if _forked else None
+    if forked is not None and forked[0] != workers:
+        forked[1].shutdown(cancel_futures=True)
+        forked = None
     left = [0, len(tasks)]  # the tasks not yet taken: tasks[left[0]:left[1]]
     lock = threading.Lock()
     results: dict[int, list[R]] = {}
@@ -121,8 +192,9 @@ def _shared(func: Callable[[T], R], tasks: Sequence[T], workers: int,
 
     def feed() -> None:  # in a thread: starting the pool waits for the fork server
         try:
-            with ProcessPoolExecutor(workers - 1, mp_context=_context(), initializer=_share,
-                                     initargs=(max(1, cores() // workers),)) as pool:
+            with forked[1] if forked is not None else ProcessPoolExecutor(
+                    workers - 1, mp_context=_context(), initializer=_share,
+                    initargs=(max(1, cores() // workers),)) as pool:
                 running: dict[Future[list[R]], int] = {}
                 while True:
                     while len(running) < 2 * (workers - 1):

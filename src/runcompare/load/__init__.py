@@ -17,7 +17,7 @@ from typing import Any
 from ..errors import InputError, UsageError
 from ..model import Finding, Run
 from ..options import ReadOptions, Settings
-from ..parallel import run_all, start_workers, workers_for
+from ..parallel import run_all, start_workers, stop_workers, workers_for
 from ..remote import remote_url
 from ..resolve import parse_settings, user_fact
 from ..sources.config import config_facts, config_hparams
@@ -75,8 +75,9 @@ def load_many(paths: Iterable[str | Path], *, source: str | None = None,
     done. ``workers`` processes read the runs (None: one per core once there are
     :data:`~runcompare.parallel.MIN_TASKS` runs per core, as the command line does; the
     default 1 reads them in this process), with the same runs in the same order as one
-    process reads them. Worker processes import the main module again, so a script that asks
-    for them keeps its work under ``if __name__ == "__main__":``. ``scheduler`` (a Dask
+    process reads them. Workers forked from the fork server (once this process has run a
+    polars query; :mod:`~runcompare.parallel`) import the main module again, so a script that
+    asks for them keeps its work under ``if __name__ == "__main__":``. ``scheduler`` (a Dask
     scheduler's address) reads them on that cluster instead, with the same result.
     :func:`read_runs` takes the same options as one :class:`ReadOptions`.
     """
@@ -119,25 +120,28 @@ def _load_runs(paths: Iterable[str | Path], options: ReadOptions, *,
     given = [local(path, mirrors) for path in paths]
     if options.scheduler is None and options.pattern is None and not one_run:
         start_workers(sum(runs_likely(path) for path in given), options.workers)
-    roots = [root for path in given for root in (
-        [given_root(path)] if options.pattern is not None
-        else [(path, folder_name(path), False)] if one_run
-        else expand(path, source=options.source))]
-    shown = unique_names([name for _, name, _ in roots], [root for root, _, _ in roots])
-    check_addressed(per_run, [name for _, name, _ in roots], shown)
-    tasks = [Task(root, name, from_source, unique,
-                  Given({**common, **per_run.get(name, {}), **per_run.get(unique, {})},
-                        stated, stated_hparams, options.duplicates),
-                  options.source, options.pattern, options.cache, len(roots) == 1,
-                  None if parts is None else _within(parts, f"{index:06d}.parquet"))
-             for index, ((root, name, from_source), unique) in enumerate(zip(roots, shown))]
-    if options.scheduler is None:
-        tasks = with_stored(tasks)
-    progress = options.progress
-    done = run_all(stage, tasks, workers=workers_for(len(tasks), options.workers),
-                   scheduler=options.scheduler,
-                   progress=None if progress is None else lambda n: progress(
-                       n, len(tasks), tasks[min(n, len(tasks) - 1)].unique))
+    try:
+        roots = [root for path in given for root in (
+            [given_root(path)] if options.pattern is not None
+            else [(path, folder_name(path), False)] if one_run
+            else expand(path, source=options.source))]
+        shown = unique_names([name for _, name, _ in roots], [root for root, _, _ in roots])
+        check_addressed(per_run, [name for _, name, _ in roots], shown)
+        tasks = [Task(root, name, from_source, unique,
+                      Given({**common, **per_run.get(name, {}), **per_run.get(unique, {})},
+                            stated, stated_hparams, options.duplicates),
+                      options.source, options.pattern, options.cache, len(roots) == 1,
+                      None if parts is None else _within(parts, f"{index:06d}.parquet"))
+                 for index, ((root, name, from_source), unique) in enumerate(zip(roots, shown))]
+        if options.scheduler is None:
+            tasks = with_stored(tasks)
+        progress = options.progress
+        done = run_all(stage, tasks, workers=workers_for(len(tasks), options.workers),
+                       scheduler=options.scheduler,
+                       progress=None if progress is None else lambda n: progress(
+                           n, len(tasks), tasks[min(n, len(tasks) - 1)].unique))
+    finally:
+        stop_workers()  # those started for runs that were not found, or not read in workers
     staged = [(task, read) for task, read in zip(tasks, done) if not isinstance(read, Finding)]
     keep(staged)
     skipped = [read for read in done if isinstance(read, Finding)]
