@@ -147,6 +147,8 @@ _STARTED = ("import multiprocessing.forkserver as f, os, sys\n"
             "if sys.argv[3] == 'query':\n"
             "    import polars as pl\n"
             "    pl.DataFrame({'a': [2, 1]}).sort('a')  # starts polars' threads\n"
+            "if sys.argv[3] == 'lazy':  # as if the pool forked no worker at its first task\n"
+            "    parallel.multiprocessing.active_children = lambda: []\n"
             "parallel.start_workers(int(sys.argv[1]), None if sys.argv[2] == 'none' "
             "else int(sys.argv[2]))\n"
             "print('forked' if parallel._forked else 'server' if f._forkserver._forkserver_pid "
@@ -155,11 +157,13 @@ _STARTED = ("import multiprocessing.forkserver as f, os, sys\n"
 
 @pytest.mark.parametrize(("tasks", "workers", "before", "started"), [
     (400, "none", "", "forked" if cores() > 1 else "none"), (400, "2", "", "forked"),
-    (400, "2", "query", "server"), (400, "1", "", "none"), (3, "none", "", "none")])
+    (400, "2", "query", "server"), (400, "2", "lazy", "server"), (400, "1", "", "none"),
+    (3, "none", "", "none")])
 def test_the_workers_start_early_only_for_a_pool(tasks, workers, before, started):
     """``start_workers`` starts the workers before the tasks are found only when ``run_all``
     would use a pool for them (400 runs on more than one core, or two workers asked for):
-    forked from this process while it has run no polars query, else the fork server."""
+    forked from this process while it has run no polars query (and the pool forks them all
+    at its first task), else the fork server."""
     done = subprocess.run([sys.executable, "-c", _STARTED, str(tasks), workers, before],
                           capture_output=True, text=True, check=True)
     assert done.stdout.split() == [started]

@@ -82,21 +82,32 @@ def start_workers(tasks: int, workers: int | None = None) -> None:
     count = workers_for(tasks, workers)
     if count < 2:
         return
-    if _forkable():
-        from concurrent.futures import ProcessPoolExecutor
-
-        stop_workers()
-        pool = ProcessPoolExecutor(count - 1, mp_context=multiprocessing.get_context("fork"),
-                                   initializer=_forked_worker,
-                                   initargs=(max(1, cores() // count),))
-        with warnings.catch_warnings():  # Python 3.12+ warns of any other thread; see above
-            warnings.simplefilter("ignore", DeprecationWarning)
-            pool.submit(int)  # a pool that forks starts all its workers at its first task
-        _forked.append((count, pool))
-    elif _context().get_start_method() == "forkserver":
+    if _forkable() and _fork_pool(count):
+        return
+    if _context().get_start_method() == "forkserver":
         from multiprocessing import forkserver
 
         forkserver.ensure_running()
+
+
+def _fork_pool(count: int) -> bool:
+    """Fork the ``count - 1`` workers of a pool from this process now, kept for
+    :func:`run_all`; False (and none kept) when the pool did not start them all at once, as a
+    pool that forks does at its first task (a later fork would find polars' threads)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    stop_workers()
+    before = set(multiprocessing.active_children())
+    pool = ProcessPoolExecutor(count - 1, mp_context=multiprocessing.get_context("fork"),
+                               initializer=_forked_worker, initargs=(max(1, cores() // count),))
+    with warnings.catch_warnings():  # Python 3.12+ warns of any other thread; see above
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pool.submit(int)
+    if len(set(multiprocessing.active_children()) - before) < count - 1:
+        pool.shutdown(cancel_futures=True)
+        return False
+    _forked.append((count, pool))
+    return True
 
 
 def stop_workers() -> None:
