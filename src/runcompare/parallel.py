@@ -27,9 +27,12 @@ import threading
 import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import InputError
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
 
 __all__ = ["MIN_TASKS", "chunk_size", "cores", "run_all", "start_workers", "stop_workers",
            "workers_for"]
@@ -49,7 +52,7 @@ _IMPORT_THREADS = ("jemalloc_bg_thd", "polars-ooc-clea")
 
 #: The pool :func:`start_workers` forked, with its worker count, until :func:`run_all` or
 #: :func:`stop_workers` takes it.
-_forked: list[tuple[int, Any]] = []
+_forked: list[tuple[int, ProcessPoolExecutor]] = []
 
 
 def cores() -> int:
@@ -100,7 +103,7 @@ def _fork_pool(count: int) -> bool:
     before = set(multiprocessing.active_children())
     pool = ProcessPoolExecutor(count - 1, mp_context=multiprocessing.get_context("fork"),
                                initializer=_forked_worker, initargs=(max(1, cores() // count),))
-    with warnings.catch_warnings():  # Python 3.12+ warns of any other thread; see above
+    with warnings.catch_warnings():  # Python 3.12+ warns of any thread, those allowed too
         warnings.simplefilter("ignore", DeprecationWarning)
         pool.submit(int)
     if len(set(multiprocessing.active_children()) - before) < count - 1:
