@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -231,3 +232,24 @@ def test_the_runs_a_folder_may_hold_are_guessed_from_its_folders():
     assert runs_likely(DATA / "hf_seeds") == 6
     assert runs_likely(DATA / "hf_resumed") == 2  # runs/ and wandb/; not its checkpoints
     assert runs_likely(DATA / "hf_seeds" / "lr1e-3_seed1" / "trainer_state.json") == 1
+
+
+_COMMAND = ("import multiprocessing.forkserver as f, sys\n"
+            "from runcompare.cli import main\n"
+            "sys.argv = ['runcompare', *sys.argv[1:]]\n"
+            "try:\n"
+            "    main()  # the command but its exit (console's skips the rest)\n"
+            "finally:\n"
+            "    print('fork server', f._forkserver._forkserver_pid is not None, file=sys.stderr)")
+
+
+@pytest.mark.skipif(cores() < 2, reason="a command reads with workers on more than one core")
+def test_the_command_forks_its_worker_with_its_progress_bar_drawn(sweep):
+    """The command's progress bar starts at its first update, after the worker is forked:
+    its thread would make the command start the fork server instead."""
+    done = subprocess.run([sys.executable, "-c", _COMMAND, *map(str, _paths(sweep)),
+                           "--set", "seq_len=64", "--no-report"], capture_output=True, text=True,
+                          env={**os.environ, "FORCE_COLOR": "1"}, cwd=DATA.parent.parent)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "\x1b[" in done.stderr and "reading" in done.stderr  # the bar was drawn
+    assert re.findall(r"fork server (True|False)", done.stderr) == ["False"]
