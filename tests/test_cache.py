@@ -263,6 +263,43 @@ def test_a_whole_run_is_built_again_when_its_settings_files_or_sidecar_change(tm
     assert len(rc.load(run, cache=False).scalars) == len(edited.scalars) and len(builds) == 5
 
 
+@pytest.mark.parametrize("change", ["edited", "sidecar", "passed over"])
+def test_a_run_whose_files_change_while_it_is_built_is_not_kept(tmp_path, monkeypatch, change):
+    run = tmp_path / "sweep" / "run"
+    shutil.copytree(DATA / "hf_seeds" / "lr1e-3_seed1", run)
+    state = run / "trainer_state.json"
+    module = importlib.import_module("runcompare.load.build")
+    real, builds = module.build_run, []
+
+    def build_and_change(*args, **kwargs):
+        built = real(*args, **kwargs)
+        if not builds:  # the first build only: the file changes after it was read
+            if change == "edited":
+                state.write_text(state.read_text().replace('"loss": ', '"loss": 1'))
+            elif change == "sidecar":
+                (run / "runcompare.toml").write_text("seq_len = 64\n")
+            else:
+                (run / "to_nowhere").symlink_to(tmp_path / "gone")
+        builds.append(built)
+        return built
+
+    monkeypatch.setattr(module, "build_run", build_and_change)
+    first = rc.load(run)
+    assert len(builds) == 1 and not _packs()  # what was built is not what is there now
+    again = rc.load(run)
+    assert len(builds) == 2 and len(_packs()) == 1
+    if change == "edited":
+        losses = [r.scalars.filter(metric="train/loss").get_column("value") for r in (first, again)]
+        assert losses[1].min() > 10 > losses[0].max()  # "5.5" read as it was, "15.5" now
+    elif change == "sidecar":
+        assert again.batch.seq_len.value == 64 and first.batch.seq_len.value is None
+    else:
+        codes = [{f.code for f in r.findings} for r in (first, again)]
+        assert "passed-over" in codes[1] - codes[0]
+    rc.load(run)
+    assert len(builds) == 2  # kept once the files held still
+
+
 def test_a_cache_folder_removed_between_reads_is_made_again(tmp_path):
     run = rc.load(DATA / "hf_tokens")
     shutil.rmtree(cache_dir())

@@ -56,6 +56,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from stat import S_ISREG
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -83,7 +84,7 @@ if TYPE_CHECKING:
 
 __all__ = ["PACKS", "SOURCES_FROM", "Stored", "built_entry", "built_key", "cache_dir",
            "files_listing", "keep_built", "points_stream", "read_built", "read_cached",
-           "stored_runs", "stream_points"]
+           "still_listed", "stored_runs", "stream_points"]
 
 #: Bump when the layout of an entry changes.
 _FORMAT = 9
@@ -296,6 +297,27 @@ def files_listing(files: list[Path], maybe: list[Path]) -> list[list[Any]]:
     whether each of ``maybe`` is there (and as what); raises OSError when a file is gone."""
     return _listing(files) + [_listing([m])[0] if m.is_file() else [str(m), None]
                               for m in maybe]
+
+
+def still_listed(listing: list[list[Any]]) -> bool:
+    """Whether the files of ``listing`` (as :func:`files_listing` made it) are still as it says:
+    each stat'ed again by the path it holds, one it found absent still absent. The formats are
+    not asked for their files again: inside :func:`~.sources.codecs.files.one_look` they name
+    the same ones from the same listings of their folders (a run of the benchmark's sweep:
+    40 µs for this and the passed-over look, against 90 µs for a second listing)."""
+    for entry in listing:
+        try:
+            stat = os.stat(entry[0])
+        except OSError:
+            if entry[1] is not None:
+                return False
+            continue
+        if entry[1] is None:
+            if S_ISREG(stat.st_mode):
+                return False
+        elif entry[1:] != [stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino]:
+            return False
+    return True
 
 
 def _pack_folder(folder: Path) -> Path:

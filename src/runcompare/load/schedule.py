@@ -20,6 +20,7 @@ from ..cache import (
     keep_built,
     points_stream,
     read_built,
+    still_listed,
     stored_runs,
     stream_points,
 )
@@ -124,7 +125,7 @@ def _stage(task: Task) -> Read | Finding:
         named = (task.given.user.get("name") or Fact(None, "")).value or (
             build.chosen_source(raws).name if task.from_source else None)
         done = _built(task, named or task.name, named or task.unique, raws, findings, sidecars)
-        if listing is not None and done.run is not None and _listing(task, formats) == listing:
+        if listing is not None and done.run is not None and _unchanged(task, listing):
             kept = built_entry(listing, done.run, [done.base, done.split])
             if kept is not None:
                 done.fresh, done.stream = kept
@@ -170,6 +171,16 @@ def _listing(task: Task, formats: Mapping[str, Format]) -> list[list[Any]] | Non
                 ["passed-over", unreadable(task.root)]]
     except OSError:
         return None
+
+
+def _unchanged(task: Task, listing: list[list[Any]]) -> bool:
+    """Whether what :func:`_listing` gave is still so after the build: its files stat'ed
+    again (:func:`~..cache.still_listed`) and what was passed over looked at again."""
+    try:
+        return still_listed(listing[:-1]) and listing[-1] == ["passed-over",
+                                                              unreadable(task.root)]
+    except OSError:
+        return False
 
 
 def with_stored(tasks: list[Task]) -> list[Task]:
