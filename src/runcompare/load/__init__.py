@@ -32,7 +32,7 @@ from .roots import (
     runs_likely,
     unique_names,
 )
-from .schedule import Task, final_run, keep, stage, with_stored
+from .schedule import Task, final_run, keep, stage, stage_many, with_stored
 
 __all__ = ["ReadOptions", "expand", "load", "load_many", "load_parts", "read_runs"]
 
@@ -137,7 +137,7 @@ def _load_runs(paths: Iterable[str | Path], options: ReadOptions, *,
             tasks = with_stored(tasks)
         progress = options.progress
         done = run_all(stage, tasks, workers=workers_for(len(tasks), options.workers),
-                       scheduler=options.scheduler,
+                       scheduler=options.scheduler, many=stage_many,
                        progress=None if progress is None else lambda n: progress(
                            n, len(tasks), tasks[min(n, len(tasks) - 1)].unique))
     finally:

@@ -4,8 +4,9 @@ files and settings, and kept there when it was built afresh."""
 
 from __future__ import annotations
 
+import contextvars
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,8 @@ from ..sources.codecs.files import one_look, resolved
 from . import build
 from .build import Given, Sidecars
 
-__all__ = ["Read", "Task", "final_run", "keep", "stage", "with_stored"]
+__all__ = ["TOGETHER", "TOGETHER_BYTES", "Read", "Task", "final_run", "keep", "stage", "stage_many",
+           "with_stored"]
 
 
 @dataclass(frozen=True)
@@ -97,42 +99,159 @@ class Read:
             self.run.scalars = stream_points(points, SCALAR_SCHEMA)
 
 
+#: Runs staged together (:func:`stage_many`): each step of the stage done for all of them
+#: before the next step, so that its code is still in the processor's caches (the benchmark's
+#: 400 runs of 10,000 points read cold: 7-8% less time, in one process as with a worker) ...
+TOGETHER = 8
+#: ... while their files hold no more than this many bytes together (their points are held at
+#: once between the steps); a larger run, or one read without the cache, is staged alone.
+TOGETHER_BYTES = 8 << 20
+
+
 def stage(task: Task) -> Read | Finding:
     """Read one run (in a worker process or here): its run, or the run-skipped finding of a
     run that cannot be read (raised when it is the only one). A run built before from the
     same files and settings comes from the cache whole. Detection, the cache's look and the
     read see one moment of the run's folders (:func:`~..sources.codecs.files.one_look`); the
     files read are stat'ed again after the read, so a file changed meanwhile is not kept."""
-    with one_look():
-        return _stage(task)
+    return stage_many([task])[0]
 
 
-def _stage(task: Task) -> Read | Finding:
-    formats = _formats(task)
-    if isinstance(formats, Finding):
-        return formats
-    listing = _listing(task, formats) if task.key is not None else None
-    found = None if listing is None else read_built(task.stored, listing, task.root)
-    if found is not None:
-        run, (base, split), stream = found
-        done = Read(base, run.name, run, None, split, stream)
-    else:
-        sidecars = build.read_sidecars(task.root)
-        read = _raws(task, sidecars, formats)
+def stage_many(tasks: Sequence[Task]) -> list[Read | Finding]:
+    """:func:`stage` of each task, in order: up to :data:`TOGETHER` at a time are detected
+    and looked for in the cache, and those of them that are small enough together
+    (:data:`TOGETHER_BYTES`) are then read, built and made ready for the cache a step at a
+    time. Each task keeps a look of its own (its own context); an error is raised as
+    :func:`stage` would raise it, the first in the tasks' order."""
+    out: list[Read | Finding] = []
+    for first in range(0, len(tasks), TOGETHER):
+        window = [_Staged(task) for task in tasks[first:first + TOGETHER]]
+        try:
+            _step(window, _Staged.detect)
+            for group in _together(window):
+                for step in (_Staged.read, _Staged.build, _Staged.finish):
+                    _step(group, step)
+        finally:
+            for staged in window:
+                staged.close()
+        out += [staged.outcome() for staged in window]
+    return out
+
+
+def _step(staged: list[_Staged], step: Callable[[_Staged], None]) -> None:
+    for one in staged:
+        one.take(step)
+
+
+def _together(window: list[_Staged]) -> list[list[_Staged]]:
+    """The window's tasks still to be read, in groups of consecutive ones whose files hold at
+    most :data:`TOGETHER_BYTES` together (one read without the cache alone)."""
+    groups: list[list[_Staged]] = []
+    held = 0
+    for staged in window:
+        if staged.ended or staged.result is not None and staged.task.part is None:
+            continue  # nothing left to do for it (a run from the cache, not written out)
+        size = staged.size()
+        if not groups or size is None or held + size > TOGETHER_BYTES:
+            groups.append([])
+            held = 0
+        groups[-1].append(staged)
+        held += TOGETHER_BYTES + 1 if size is None else size  # read without the cache: alone
+    return groups
+
+
+class _Staged:
+    """One task's stage, a step at a time, in a context of its own that holds its look
+    (:func:`~..sources.codecs.files.one_look`): detected and looked for in the cache, read,
+    built, made ready for the cache; :meth:`outcome` gives its result or raises its error."""
+
+    def __init__(self, task: Task) -> None:
+        self.task = task
+        self.context = contextvars.copy_context()
+        self.look = one_look()
+        self.context.run(self.look.__enter__)
+        self.result: Read | Finding | None = None  # set: no step left but finish
+        self.error: Exception | None = None
+        self.formats: dict[str, Format] = {}
+        self.listing: list[list[Any]] | None = None
+        self.sidecars: Sidecars = ()
+        self.raws: tuple[list[RawLog], list[Finding]] = ([], [])
+
+    @property
+    def ended(self) -> bool:
+        return self.error is not None or isinstance(self.result, Finding)
+
+    def take(self, step: Callable[[_Staged], None]) -> None:
+        """``step`` in the task's context, unless the task has ended (its error kept)."""
+        if not self.ended and (self.result is None or step is _Staged.finish):
+            try:
+                self.context.run(step, self)
+            except Exception as exc:  # noqa: BLE001 - raised by outcome(), in the tasks' order
+                self.error = exc
+
+    def size(self) -> int | None:
+        """The bytes of the files it is to read (0 for a run from the cache; None: read
+        without the cache, so not listed)."""
+        if self.result is not None:
+            return 0
+        if self.listing is None:
+            return None
+        held: int = sum(entry[1] for entry in self.listing[:-1] if entry[1] is not None)
+        return held
+
+    def detect(self) -> None:
+        task = self.task
+        formats = _formats(task)
+        if isinstance(formats, Finding):
+            self.result = formats
+            return
+        self.formats = formats
+        self.listing = _listing(task, formats) if task.key is not None else None
+        found = None if self.listing is None else read_built(task.stored, self.listing,
+                                                             task.root)
+        if found is not None:
+            run, (base, split), stream = found
+            self.result = Read(base, run.name, run, None, split, stream)
+
+    def read(self) -> None:
+        self.sidecars = build.read_sidecars(self.task.root)
+        read = _raws(self.task, self.sidecars, self.formats)
         if isinstance(read, Finding):
-            return read
-        raws, findings = read
+            self.result = read
+        else:
+            self.raws = read
+
+    def build(self) -> None:
+        task = self.task
+        raws, findings = self.raws
         named = (task.given.user.get("name") or Fact(None, "")).value or (
             build.chosen_source(raws).name if task.from_source else None)
-        done = _built(task, named or task.name, named or task.unique, raws, findings, sidecars)
-        if listing is not None and done.run is not None and _unchanged(task, listing):
-            kept = built_entry(listing, done.run, [done.base, done.split])
+        done = _built(task, named or task.name, named or task.unique, raws, findings,
+                      self.sidecars)
+        self.raws = ([], [])
+        if self.listing is not None and done.run is not None and _unchanged(task,
+                                                                            self.listing):
+            kept = built_entry(self.listing, done.run, [done.base, done.split])
             if kept is not None:
                 done.fresh, done.stream = kept
-    if task.part is not None and done.run is not None:
-        _write_part(task, done.run)
-        done.stream = None  # the points left the run
-    return done
+        self.result = done
+
+    def finish(self) -> None:
+        done = self.result
+        if self.task.part is not None and isinstance(done, Read) and done.run is not None:
+            _write_part(self.task, done.run)
+            done.stream = None  # the points left the run
+
+    def close(self) -> None:
+        """The task's look ended (in its context, where it began)."""
+        self.context.run(self.look.__exit__, None, None, None)
+
+    def outcome(self) -> Read | Finding:
+        """The task's result, or the error its stage raised."""
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
 
 
 def _write_part(task: Task, run: Run) -> None:
