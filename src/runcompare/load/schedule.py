@@ -118,16 +118,17 @@ def stage(task: Task) -> Read | Finding:
 
 
 def stage_many(tasks: Sequence[Task]) -> list[Read | Finding]:
-    """:func:`stage` of each task, in order: up to :data:`TOGETHER` at a time are detected
-    and looked for in the cache, and those of them that are small enough together
-    (:data:`TOGETHER_BYTES`) are then read, built and made ready for the cache a step at a
-    time. Each task keeps a look of its own (its own context); an error is raised as
+    """:func:`stage` of each task, in order: up to :data:`TOGETHER` at a time are detected,
+    then looked for in the cache, and those of them that are small enough together
+    (:data:`TOGETHER_BYTES`) are then read, built, and made ready for the cache (and written
+    out, with a part), a step at a time. Each task keeps a look of its own (its own context); an error is raised as
     :func:`stage` would raise it, the first in the tasks' order."""
     out: list[Read | Finding] = []
     for first in range(0, len(tasks), TOGETHER):
         window = [_Staged(task) for task in tasks[first:first + TOGETHER]]
         try:
             _step(window, _Staged.detect)
+            _step(window, _Staged.look_up)
             for group in _together(window):
                 for step in (_Staged.read, _Staged.build, _Staged.finish):
                     _step(group, step)
@@ -162,7 +163,7 @@ def _together(window: list[_Staged]) -> list[list[_Staged]]:
 
 class _Staged:
     """One task's stage, a step at a time, in a context of its own that holds its look
-    (:func:`~..sources.codecs.files.one_look`): detected and looked for in the cache, read,
+    (:func:`~..sources.codecs.files.one_look`): detected, looked for in the cache, read,
     built, made ready for the cache; :meth:`outcome` gives its result or raises its error."""
 
     def __init__(self, task: Task) -> None:
@@ -176,6 +177,7 @@ class _Staged:
         self.listing: list[list[Any]] | None = None
         self.sidecars: Sidecars = ()
         self.raws: tuple[list[RawLog], list[Finding]] = ([], [])
+        self.built: Read | None = None
 
     @property
     def ended(self) -> bool:
@@ -200,13 +202,15 @@ class _Staged:
         return held
 
     def detect(self) -> None:
-        task = self.task
-        formats = _formats(task)
+        formats = _formats(self.task)
         if isinstance(formats, Finding):
             self.result = formats
-            return
-        self.formats = formats
-        self.listing = _listing(task, formats) if task.key is not None else None
+        else:
+            self.formats = formats
+
+    def look_up(self) -> None:
+        task = self.task
+        self.listing = _listing(task, self.formats) if task.key is not None else None
         found = None if self.listing is None else read_built(task.stored, self.listing,
                                                              task.root)
         if found is not None:
@@ -229,15 +233,16 @@ class _Staged:
         done = _built(task, named or task.name, named or task.unique, raws, findings,
                       self.sidecars)
         self.raws = ([], [])
-        if self.listing is not None and done.run is not None and _unchanged(task,
-                                                                            self.listing):
+        self.built = done
+
+    def finish(self) -> None:
+        done = self.result if self.built is None else self.built
+        if self.built is not None and self.listing is not None and done.run is not None \
+                and _unchanged(self.task, self.listing):
             kept = built_entry(self.listing, done.run, [done.base, done.split])
             if kept is not None:
                 done.fresh, done.stream = kept
         self.result = done
-
-    def finish(self) -> None:
-        done = self.result
         if self.task.part is not None and isinstance(done, Read) and done.run is not None:
             _write_part(self.task, done.run)
             done.stream = None  # the points left the run
