@@ -236,13 +236,15 @@ class _Staged:
         self.built = done
 
     def finish(self) -> None:
-        done = self.result if self.built is None else self.built
-        if self.built is not None and self.listing is not None and done.run is not None \
-                and _unchanged(self.task, self.listing):
-            kept = built_entry(self.listing, done.run, [done.base, done.split])
-            if kept is not None:
-                done.fresh, done.stream = kept
-        self.result = done
+        built = self.built
+        if built is not None:
+            if self.listing is not None and built.run is not None and _unchanged(self.task,
+                                                                                 self.listing):
+                kept = built_entry(self.listing, built.run, [built.base, built.split])
+                if kept is not None:
+                    built.fresh, built.stream = kept
+            self.result = built
+        done = self.result
         if self.task.part is not None and isinstance(done, Read) and done.run is not None:
             _write_part(self.task, done.run)
             done.stream = None  # the points left the run
