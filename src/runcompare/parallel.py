@@ -51,7 +51,9 @@ MIN_TASKS = 8
 #: and its async runtime ("tokio-rt-worker"), which a child would find without threads.
 _IMPORT_THREADS = ("jemalloc_bg_thd", "polars-ooc-clea")
 
-#: The tasks that :func:`run_all` hands ``many`` at a time in this process (without workers).
+#: The tasks that :func:`run_all` hands ``many`` at a time in this process (without workers):
+#: as many as the loader's ``many`` takes together (``load.schedule.TOGETHER``), progress
+#: told after each.
 MANY = 8
 
 #: The pool :func:`start_workers` forked, with its worker count, until :func:`run_all` or

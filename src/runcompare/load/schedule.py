@@ -121,8 +121,9 @@ def stage_many(tasks: Sequence[Task]) -> list[Read | Finding]:
     """:func:`stage` of each task, in order: up to :data:`TOGETHER` at a time are detected,
     then looked for in the cache, and those of them that are small enough together
     (:data:`TOGETHER_BYTES`) are then read, built, and made ready for the cache (and written
-    out, with a part), a step at a time. Each task keeps a look of its own (its own context); an error is raised as
-    :func:`stage` would raise it, the first in the tasks' order."""
+    out, with a part), a step at a time. Each task keeps a look of its own (its own
+    context); an error is raised as :func:`stage` would raise it, the first in the tasks'
+    order."""
     out: list[Read | Finding] = []
     for first in range(0, len(tasks), TOGETHER):
         window = [_Staged(task) for task in tasks[first:first + TOGETHER]]
